@@ -1,0 +1,4 @@
+//! The command line.
+pub fn main() -> i32 {
+    0
+}

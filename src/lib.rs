@@ -1,0 +1,12 @@
+//! Fettle: a language server that puts a code agent inside any LSP editor.
+//!
+//! See `ARCHITECTURE.md` for the bird's-eye view and the code map.
+
+pub mod cli;
+pub mod config;
+pub mod document;
+pub mod index;
+pub mod logging;
+pub mod lsp;
+pub mod position;
+pub mod syntax;

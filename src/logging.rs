@@ -1,0 +1,1 @@
+//! Logging goes to stderr through `tracing`: stdout is the LSP stream.
