@@ -1,4 +1,192 @@
-//! The command line.
+//! The command line: `fettle [serve]`, `fettle doctor`, `fettle index`.
+//! This is the one place allowed to print to stdout outside the protocol,
+//! and only for subcommands that do not serve LSP.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::ConfigLayers;
+use crate::index::{IndexProgress, WorkspaceIndex};
+use crate::syntax::Language;
+
+#[derive(Debug, Parser)]
+#[command(name = "fettle", version, about = "A language server that puts a code agent inside any LSP editor")]
+struct Cli {
+    /// Accepted and ignored: LSP always runs over stdio (VS Code passes this flag).
+    #[arg(long, global = true, hide = true)]
+    stdio: bool,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Speak LSP over stdin/stdout (the default).
+    Serve,
+    /// Print the resolved configuration (and where each value came from) and what is available.
+    Doctor {
+        /// The workspace whose `fettle.toml` to read (default: the current directory).
+        path: Option<PathBuf>,
+    },
+    /// Index a directory and print what the workspace index sees.
+    Index {
+        /// The directory to index (default: the current directory).
+        path: Option<PathBuf>,
+        /// Also run a fuzzy workspace-symbol query and print the best matches.
+        #[arg(long)]
+        query: Option<String>,
+        /// Print the statistics as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints usage errors to stderr (exit 2) and --help/--version to stdout (exit 0).
+            let _ = err.print();
+            return err.exit_code();
+        }
+    };
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(),
+        Command::Doctor { path } => doctor(path),
+        Command::Index { path, query, json } => index(path, query, json),
+    }
+}
+
+fn serve() -> i32 {
+    crate::logging::init("info");
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            tracing::error!(%err, "could not start the async runtime");
+            return 1;
+        }
+    };
+    let code = runtime.block_on(crate::lsp::serve_stdio());
+    // Blocking work (a stdin read, an indexing walk) must not keep the process alive after exit.
+    runtime.shutdown_background();
+    code
+}
+
+fn workspace_or_cwd(path: Option<PathBuf>) -> Result<PathBuf, i32> {
+    let path = match path {
+        Some(path) => path,
+        None => std::env::current_dir().map_err(|err| {
+            eprintln!("fettle: cannot read the current directory: {err}");
+            2
+        })?,
+    };
+    std::fs::canonicalize(&path).map_err(|err| {
+        eprintln!("fettle: {}: {err}", path.display());
+        2
+    })
+}
+
+fn doctor(path: Option<PathBuf>) -> i32 {
+    crate::logging::init("warn");
+    let root = match workspace_or_cwd(path) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
+    println!("fettle {}", env!("CARGO_PKG_VERSION"));
+    println!("workspace: {}", root.display());
+    let (layers, file_errors) = ConfigLayers::load_files(std::slice::from_ref(&root));
+    let mut code = 0;
+    for error in &file_errors {
+        println!("error: {error}");
+        code = 1;
+    }
+    println!();
+    println!("configuration:");
+    match layers.resolve() {
+        Ok(resolved) => {
+            for line in resolved.render().lines() {
+                println!("  {line}");
+            }
+            for warning in &resolved.warnings {
+                println!("warning: {warning}");
+            }
+        }
+        Err(err) => {
+            println!("error: {err}");
+            code = 1;
+        }
+    }
+    println!();
+    println!("grammars:");
+    for language in Language::ALL {
+        let status = if crate::syntax::parse_str(*language, "", None).is_some() { "ok" } else { "FAILED to load" };
+        println!("  {:<12} {status}", language.name());
+    }
+    code
+}
+
+fn index(path: Option<PathBuf>, query: Option<String>, json: bool) -> i32 {
+    crate::logging::init("warn");
+    let root = match workspace_or_cwd(path) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
+    let (layers, file_errors) = ConfigLayers::load_files(std::slice::from_ref(&root));
+    for error in &file_errors {
+        eprintln!("fettle: {error}");
+    }
+    let config = match layers.resolve() {
+        Ok(resolved) => resolved.config,
+        Err(err) => {
+            eprintln!("fettle: invalid configuration: {err}");
+            return 2;
+        }
+    };
+    let index = WorkspaceIndex::new(crate::index::IndexSettings {
+        max_file_bytes: config.index.max_file_bytes,
+        exclude: config.index.exclude.clone(),
+        threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+    });
+    let started = Instant::now();
+    let stats = index.index_roots(std::slice::from_ref(&root), &|_: IndexProgress| {}, &AtomicBool::new(false));
+    let elapsed = started.elapsed();
+    let matches = query.as_deref().map(|q| index.search(q, 20)).unwrap_or_default();
+    if json {
+        let matches: Vec<_> = matches
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "name": &*s.name, "kind": format!("{:?}", s.kind), "path": s.path.display().to_string(),
+                    "line": s.selection.0.line + 1, "container": s.container.as_deref(),
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "root": root.display().to_string(), "files": stats.files, "lines": stats.lines, "bytes": stats.bytes,
+            "definitions": stats.definitions, "references": stats.references, "skipped": stats.skipped,
+            "elapsed_ms": elapsed.as_secs_f64() * 1000.0, "matches": matches,
+        });
+        println!("{out}");
+    } else {
+        println!(
+            "indexed {} files ({} lines, {} bytes) in {:.0} ms: {} definitions, {} references; {} files skipped",
+            stats.files,
+            stats.lines,
+            stats.bytes,
+            elapsed.as_secs_f64() * 1000.0,
+            stats.definitions,
+            stats.references,
+            stats.skipped
+        );
+        for s in &matches {
+            let container = s.container.as_deref().map(|c| format!(" (in {c})")).unwrap_or_default();
+            println!("{:?} {}{container}  {}:{}", s.kind, s.name, s.path.display(), s.selection.0.line + 1);
+        }
+    }
     0
 }

@@ -1,38 +1,26 @@
-//! STUB — being written by helper C. The signatures are the contract.
-//! Knows nothing about LSP: JSON/TOML values in, a typed `Config` out.
+//! Configuration: one object, the same from every source.
+//!
+//! Knows nothing about LSP: JSON/TOML values in, a typed [`Config`] out.
+//! Sources, lowest priority first: built-in defaults, the user file, each
+//! workspace `fettle.toml`, `initializationOptions`, `workspace/configuration`.
+//! `docs/configuration.md` is the user-facing description; keep it in step.
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+mod files;
+mod render;
+mod resolve;
+mod schema;
+mod text;
+mod validate;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
-pub struct Config {
-    pub index: IndexConfig,
-    pub diagnostics: DiagnosticsConfig,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IndexConfig {
-    pub enabled: bool,
-    pub max_file_bytes: u64,
-    pub exclude: Vec<String>,
-}
-impl Default for IndexConfig {
-    fn default() -> Self {
-        Self { enabled: true, max_file_bytes: 1 << 20, exclude: Vec::new() }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DiagnosticsConfig {
-    pub enabled: bool,
-    pub debounce_ms: u64,
-}
-impl Default for DiagnosticsConfig {
-    fn default() -> Self {
-        Self { enabled: true, debounce_ms: 150 }
-    }
-}
+pub use files::{parse_toml, read_toml_file, user_config_path, workspace_config_path};
+pub use schema::{
+    expand_home, AgentConfig, CommandPolicy, CompletionConfig, Config, DiagnosticsConfig,
+    EditConfig, FimTemplate, IndexConfig, LogConfig, ModelConfig, Multiline, Provider,
+    BUILTIN_MODEL, DEFAULT_LOCAL_MODEL_PATH,
+};
 
 /// Where a configuration value came from, lowest priority first.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -44,7 +32,42 @@ pub enum Source {
     WorkspaceConfiguration,
 }
 
+impl Source {
+    /// Priority class; several workspace files share one and keep the order
+    /// they were added in.
+    fn rank(&self) -> u8 {
+        match self {
+            Source::Default => 0,
+            Source::UserFile(_) => 1,
+            Source::WorkspaceFile(_) => 2,
+            Source::InitializationOptions => 3,
+            Source::WorkspaceConfiguration => 4,
+        }
+    }
+    /// The file behind this source, if it is one.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Source::UserFile(p) | Source::WorkspaceFile(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::UserFile(p) => write!(f, "user file {}", p.display()),
+            Source::WorkspaceFile(p) => write!(f, "workspace file {}", p.display()),
+            Source::InitializationOptions => f.write_str("initializationOptions"),
+            Source::WorkspaceConfiguration => f.write_str("workspace/configuration"),
+        }
+    }
+}
+
 /// An invalid value, with the full key path (`models.fast.provider: unknown provider "opnai"`).
+/// When a layer above the defaults set the value, the message ends with
+/// `(from <source>)`. For TOML syntax errors `path` is `file:line:column`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {message}")]
 pub struct ConfigError {
@@ -53,10 +76,13 @@ pub struct ConfigError {
 }
 
 /// The raw layers, one per source. Replacing a layer and re-resolving is how
-/// configuration changes at run time.
+/// configuration changes at run time; a failed resolve changes nothing, so
+/// the caller keeps its last good [`Resolved`].
 #[derive(Clone, Debug, Default)]
 pub struct ConfigLayers {
-    layers: BTreeMap<Source, serde_json::Value>,
+    /// Sorted by priority; within one priority (several workspace files),
+    /// by the order they were first set, later overriding earlier.
+    layers: Vec<(Source, serde_json::Value)>,
 }
 
 #[derive(Clone, Debug)]
@@ -70,27 +96,111 @@ pub struct Resolved {
 
 impl ConfigLayers {
     /// Reads the user file and the workspace files of `roots` (missing files are fine).
-    pub fn load_files(_roots: &[PathBuf]) -> (Self, Vec<ConfigError>) {
-        (Self::default(), Vec::new())
+    /// With several roots, a later root's `fettle.toml` overrides an earlier one's.
+    /// A file that cannot be read or parsed is left out and reported.
+    pub fn load_files(roots: &[PathBuf]) -> (Self, Vec<ConfigError>) {
+        Self::load_files_from(user_config_path().as_deref(), roots)
     }
-    pub fn set(&mut self, source: Source, value: serde_json::Value) {
-        self.layers.insert(source, value);
-    }
-    pub fn resolve(&self) -> Result<Resolved, ConfigError> {
-        Ok(Resolved { config: Config::default(), provenance: BTreeMap::new(), warnings: Vec::new() })
-    }
-}
 
-pub fn user_config_path() -> Option<PathBuf> {
-    None
-}
-pub fn workspace_config_path(root: &Path) -> PathBuf {
-    root.join("fettle.toml")
+    /// [`Self::load_files`] with an explicit user file (`None`: no user file).
+    pub fn load_files_from(
+        user_file: Option<&Path>,
+        roots: &[PathBuf],
+    ) -> (Self, Vec<ConfigError>) {
+        let mut layers = Self::default();
+        let mut errors = Vec::new();
+        let user = user_file.map(|p| Source::UserFile(p.to_path_buf()));
+        let workspace = roots
+            .iter()
+            .map(|root| Source::WorkspaceFile(workspace_config_path(root)));
+        for source in user.into_iter().chain(workspace) {
+            if let Err(e) = layers.reload_file(&source) {
+                errors.push(e);
+            }
+        }
+        (layers, errors)
+    }
+
+    /// Re-reads the file behind a `UserFile`/`WorkspaceFile` source: a
+    /// missing file removes the layer; an unreadable or invalid one leaves
+    /// the layer as it was and returns the error. Other sources: no-op.
+    pub fn reload_file(&mut self, source: &Source) -> Result<(), ConfigError> {
+        let Some(path) = source.file() else {
+            return Ok(());
+        };
+        match read_toml_file(path)? {
+            Some(value) => self.set(source.clone(), value),
+            None => {
+                self.remove(source);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets (or replaces) one source's layer. A JSON `null` member means
+    /// "not set here": the lower layers' value stays.
+    pub fn set(&mut self, source: Source, value: serde_json::Value) {
+        if let Some(slot) = self.layers.iter_mut().find(|(s, _)| *s == source) {
+            slot.1 = value;
+            return;
+        }
+        let at = self
+            .layers
+            .iter()
+            .position(|(s, _)| s.rank() > source.rank())
+            .unwrap_or(self.layers.len());
+        self.layers.insert(at, (source, value));
+    }
+
+    pub fn get(&self, source: &Source) -> Option<&serde_json::Value> {
+        self.layers
+            .iter()
+            .find(|(s, _)| s == source)
+            .map(|(_, v)| v)
+    }
+
+    pub fn remove(&mut self, source: &Source) -> Option<serde_json::Value> {
+        let at = self.layers.iter().position(|(s, _)| s == source)?;
+        Some(self.layers.remove(at).1)
+    }
+
+    /// The layers in priority order, lowest first (built-in defaults not included).
+    pub fn iter(&self) -> impl Iterator<Item = (&Source, &serde_json::Value)> {
+        self.layers.iter().map(|(s, v)| (s, v))
+    }
+
+    /// Merges the layers over the defaults and validates the result; the
+    /// first error if there are any (see [`Self::resolve_all`]).
+    pub fn resolve(&self) -> Result<Resolved, ConfigError> {
+        self.resolve_all().map_err(|mut errors| {
+            // resolve_all never returns an empty list; the fallback is for the type checker.
+            if errors.is_empty() {
+                ConfigError {
+                    path: String::new(),
+                    message: "invalid configuration".to_string(),
+                }
+            } else {
+                errors.swap_remove(0)
+            }
+        })
+    }
+
+    /// Like [`Self::resolve`], but reports every validation error at once
+    /// (a type error still stops at the first, as deserialization does).
+    pub fn resolve_all(&self) -> Result<Resolved, Vec<ConfigError>> {
+        resolve::resolve(&self.layers)
+    }
 }
 
 impl Resolved {
     /// `key = value    # source` lines, for `fettle doctor`.
     pub fn render(&self) -> String {
-        String::new()
+        self.render_with(&|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+    }
+
+    /// [`Self::render`] with `is_set(variable)` deciding whether an API key
+    /// variable counts as set (tests, or a client's environment).
+    pub fn render_with(&self, is_set: &dyn Fn(&str) -> bool) -> String {
+        render::render(self, is_set)
     }
 }

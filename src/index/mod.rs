@@ -1,17 +1,46 @@
-//! STUB — being written by helper D. The signatures are the contract.
-//! Knows nothing about LSP: paths and `TextPoint`s.
+//! The workspace index: definitions and references of every source file
+//! under the workspace roots, for workspace symbols, cross-file context and
+//! the agent's repo map. Knows nothing about LSP: paths and `TextPoint`s.
+//!
+//! Concurrency: queries take a read lock; updates read and parse with no
+//! lock held and then swap their result in under a short write lock. Every
+//! update takes a ticket first, and a result older than what is stored is
+//! dropped, so racing updates of one file settle on the newest. An open
+//! buffer's text (`update_text`) is not replaced by the bulk walk, only by
+//! `update_file`/`remove_file` (what a client does on save or close).
+mod extract;
+mod fuzzy;
+mod store;
+mod walk;
+
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
 
 use crate::position::TextPoint;
 use crate::syntax::{Language, SymbolKind};
+use store::{Origin, Store};
+use walk::{RootFilter, Skip};
 
 #[derive(Clone, Debug)]
 pub struct IndexSettings {
     pub max_file_bytes: u64,
+    /// Gitignore-style globs, relative to each root (`vendor/`, `*.min.js`).
     pub exclude: Vec<String>,
     pub threads: usize,
+}
+
+impl Default for IndexSettings {
+    fn default() -> Self {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            max_file_bytes: 1 << 20,
+            exclude: Vec::new(),
+            threads,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,7 +62,10 @@ pub struct IndexStats {
     pub lines: usize,
     pub bytes: u64,
     pub definitions: usize,
+    /// Reference occurrences (not distinct names).
     pub references: usize,
+    /// Files the walk found but did not index: no grammar, too large,
+    /// binary/not UTF-8, or unreadable.
     pub skipped: usize,
 }
 
@@ -44,37 +76,346 @@ pub struct IndexProgress {
     pub current: Option<PathBuf>,
 }
 
-pub struct WorkspaceIndex {
-    _settings: IndexSettings,
+/// One indexed file, for listings such as the repo map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileInfo {
+    pub path: Arc<Path>,
+    pub language: Language,
+    pub lines: u32,
+    pub bytes: u64,
+    pub definitions: usize,
+    /// Indexed from an open buffer (`update_text`) rather than the disk.
+    pub open_buffer: bool,
 }
+
+pub struct WorkspaceIndex {
+    settings: RwLock<IndexSettings>,
+    store: RwLock<Store>,
+    filter: RwLock<Arc<RootFilter>>,
+    /// Update tickets; see the module docs.
+    seq: AtomicU64,
+    /// One walk at a time (a second call waits for the first).
+    walking: Mutex<()>,
+    skipped: AtomicUsize,
+}
+
+/// Walk results are committed in batches of this many files, so the write
+/// lock is taken less often yet never held long.
+const COMMIT_BATCH: usize = 16;
 
 impl WorkspaceIndex {
     pub fn new(settings: IndexSettings) -> Self {
-        Self { _settings: settings }
+        let filter = Arc::new(RootFilter::new(&[], &settings));
+        Self {
+            settings: RwLock::new(settings),
+            store: RwLock::new(Store::default()),
+            filter: RwLock::new(filter),
+            seq: AtomicU64::new(1),
+            walking: Mutex::new(()),
+            skipped: AtomicUsize::new(0),
+        }
     }
+
+    pub fn settings(&self) -> IndexSettings {
+        self.settings.read().clone()
+    }
+
+    /// Takes effect for later updates; call `index_roots` again to apply
+    /// new exclude rules or limits to what is already indexed.
+    pub fn set_settings(&self, settings: IndexSettings) {
+        *self.settings.write() = settings;
+    }
+
+    /// The roots of the last `index_roots`, sorted.
+    pub fn roots(&self) -> Vec<PathBuf> {
+        self.filter.read().roots()
+    }
+
+    fn ticket(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// Walks and indexes `roots` (blocking; run it off the async runtime).
-    pub fn index_roots(&self, _roots: &[PathBuf], _progress: &(dyn Fn(IndexProgress) + Sync), _cancel: &AtomicBool) -> IndexStats {
-        IndexStats::default()
+    ///
+    /// `roots` is the complete set: after a walk that was not cancelled,
+    /// files the walk no longer finds (deleted, now ignored, or outside the
+    /// roots) are dropped. Returns the numbers of this walk.
+    pub fn index_roots(
+        &self,
+        roots: &[PathBuf],
+        progress: &(dyn Fn(IndexProgress) + Sync),
+        cancel: &AtomicBool,
+    ) -> IndexStats {
+        let _walking = self.walking.lock();
+        let settings = self.settings();
+        let filter = Arc::new(RootFilter::new(roots, &settings));
+        *self.filter.write() = filter.clone();
+        let ticket = self.ticket();
+        let paths = walk::collect_files(roots, &settings, cancel);
+        let progress = walk::Progress::new(progress, paths.len());
+        let next = AtomicUsize::new(0);
+        let threads = settings.threads.max(1).min(paths.len().max(1));
+        let stats = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        self.walk_worker(&paths, &next, &settings, ticket, &progress, cancel)
+                    })
+                })
+                .collect();
+            let mut total = IndexStats::default();
+            for w in workers {
+                // A panicking extractor loses its thread's numbers, not the walk.
+                if let Ok(part) = w.join() {
+                    add_stats(&mut total, &part);
+                }
+            }
+            total
+        });
+        progress.finish();
+        if !cancel.load(Ordering::Relaxed) {
+            self.prune(ticket, &filter);
+        }
+        self.skipped.store(stats.skipped, Ordering::Relaxed);
+        stats
     }
+
+    fn walk_worker(
+        &self,
+        paths: &[PathBuf],
+        next: &AtomicUsize,
+        settings: &IndexSettings,
+        ticket: u64,
+        progress: &walk::Progress<'_>,
+        cancel: &AtomicBool,
+    ) -> IndexStats {
+        let mut stats = IndexStats::default();
+        let mut batch = Vec::with_capacity(COMMIT_BATCH);
+        while !cancel.load(Ordering::Relaxed) {
+            let Some(path) = paths.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                break;
+            };
+            let loaded = Language::from_path(path)
+                .ok_or(Skip::Unreadable)
+                .and_then(|lang| {
+                    let text = walk::read_source(path, settings.max_file_bytes)?;
+                    Ok(extract::extract(lang, &text))
+                });
+            match loaded {
+                Ok(data) => {
+                    stats.files += 1;
+                    stats.lines += data.lines as usize;
+                    stats.bytes += data.bytes;
+                    stats.definitions += data.defs.len();
+                    stats.references += data.reference_count();
+                    batch.push((path, Some(data)));
+                }
+                Err(_) => {
+                    stats.skipped += 1;
+                    // Drops an earlier version that is now too big, binary, ...
+                    batch.push((path, None));
+                }
+            }
+            if batch.len() >= COMMIT_BATCH {
+                self.commit_batch(&mut batch, ticket);
+            }
+            progress.tick(path);
+        }
+        self.commit_batch(&mut batch, ticket);
+        stats
+    }
+
+    fn commit_batch(&self, batch: &mut Vec<(&PathBuf, Option<extract::FileData>)>, ticket: u64) {
+        if batch.is_empty() {
+            return;
+        }
+        let mut store = self.store.write();
+        for (path, data) in batch.drain(..) {
+            match data {
+                Some(data) => store.commit(path, data, ticket, Origin::Walk),
+                None => store.remove(path, ticket),
+            };
+        }
+    }
+
+    /// Drops what the walk with `ticket` did not visit; open buffers stay
+    /// while their paths are still accepted.
+    fn prune(&self, ticket: u64, filter: &RootFilter) {
+        let (disk, overlay) = self.store.read().older_than(ticket);
+        let gone = disk
+            .into_iter()
+            .chain(overlay.into_iter().filter(|p| !filter.accepts(p, false)));
+        let gone: Vec<PathBuf> = gone.collect();
+        for chunk in gone.chunks(256) {
+            let mut store = self.store.write();
+            for p in chunk {
+                store.remove(p, ticket);
+            }
+        }
+    }
+
     /// Re-reads a file from disk (save, watched-file change); removes it when gone, ignored, too big or binary.
-    pub fn update_file(&self, _path: &Path) {}
+    ///
+    /// A directory is re-scanned (files under it added, updated or
+    /// dropped). A changed `.gitignore`/`.ignore` reloads the ignore rules
+    /// and drops files they now exclude; newly un-ignored files appear on
+    /// the next `index_roots`.
+    pub fn update_file(&self, path: &Path) {
+        let seq = self.ticket();
+        let name = path.file_name().and_then(|n| n.to_str());
+        if matches!(name, Some(".gitignore" | ".ignore")) {
+            self.reload_rules();
+        }
+        let filter = self.filter.read().clone();
+        let is_dir = path.is_dir();
+        if is_dir {
+            self.update_dir(path, &filter);
+            return;
+        }
+        let data = if filter.accepts(path, false) {
+            let max = self.settings.read().max_file_bytes;
+            Language::from_path(path).and_then(|lang| {
+                let text = walk::read_source(path, max).ok()?;
+                Some(extract::extract(lang, &text))
+            })
+        } else {
+            None
+        };
+        let Some(data) = data else {
+            let mut gone = vec![path.to_path_buf()];
+            // A deleted directory arrives as one event for its path.
+            if !path.exists() {
+                gone.extend(self.store.read().paths_under(path));
+            }
+            let mut store = self.store.write();
+            for p in &gone {
+                store.remove(p, seq);
+            }
+            return;
+        };
+        self.store.write().commit(path, data, seq, Origin::Disk);
+    }
+
+    fn update_dir(&self, dir: &Path, filter: &RootFilter) {
+        let known = self.store.read().paths_under(dir);
+        let settings = self.settings();
+        let found: Vec<PathBuf> = if filter.accepts(dir, true) {
+            let never = AtomicBool::new(false);
+            walk::collect_files(&[dir.to_path_buf()], &settings, &never)
+                .into_iter()
+                .filter(|p| filter.accepts(p, false))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for p in known.iter().filter(|p| found.binary_search(p).is_err()) {
+            self.remove_file(p);
+        }
+        for p in &found {
+            self.update_file(p);
+        }
+    }
+
+    fn reload_rules(&self) {
+        let roots = self.roots();
+        let filter = Arc::new(RootFilter::new(&roots, &self.settings()));
+        *self.filter.write() = filter.clone();
+        let paths: Vec<PathBuf> = self
+            .files()
+            .into_iter()
+            .map(|f| f.path.to_path_buf())
+            .collect();
+        for p in paths.iter().filter(|p| !filter.accepts(p, false)) {
+            self.remove_file(p);
+        }
+    }
+
     /// Indexes an open buffer's text in place of the file on disk.
-    pub fn update_text(&self, _path: &Path, _language: Option<Language>, _text: &str) {}
-    pub fn remove_file(&self, _path: &Path) {}
-    pub fn definitions(&self, _name: &str) -> Vec<IndexedSymbol> {
-        Vec::new()
+    ///
+    /// The path rules still apply (an ignored or excluded file is not
+    /// indexed even when open); `language` falls back to the path's.
+    pub fn update_text(&self, path: &Path, language: Option<Language>, text: &str) {
+        let seq = self.ticket();
+        let max = self.settings.read().max_file_bytes;
+        let language = language.or_else(|| Language::from_path(path));
+        let accepted = text.len() as u64 <= max && self.filter.read().accepts(path, false);
+        let data = language
+            .filter(|_| accepted)
+            .map(|lang| extract::extract(lang, text));
+        let mut store = self.store.write();
+        match data {
+            Some(data) => store.commit(path, data, seq, Origin::Buffer),
+            None => store.remove(path, seq),
+        };
     }
-    pub fn file_symbols(&self, _path: &Path) -> Vec<IndexedSymbol> {
-        Vec::new()
+
+    pub fn remove_file(&self, path: &Path) {
+        let seq = self.ticket();
+        self.store.write().remove(path, seq);
     }
-    pub fn files_referencing(&self, _name: &str) -> Vec<PathBuf> {
-        Vec::new()
+
+    /// Whether the walk would index `path` if it has a grammar and passes
+    /// the content checks (inside a root, not ignored/excluded/hidden).
+    pub fn accepts(&self, path: &Path) -> bool {
+        self.filter.read().accepts(path, false)
     }
+
+    pub fn contains(&self, path: &Path) -> bool {
+        self.store.read().contains(path)
+    }
+
+    /// Definitions named exactly `name`, in (path, position) order.
+    pub fn definitions(&self, name: &str) -> Vec<IndexedSymbol> {
+        self.store.read().definitions(name)
+    }
+
+    /// All definitions of a file in document order (enclosing before
+    /// enclosed), including `impl` blocks.
+    pub fn file_symbols(&self, path: &Path) -> Vec<IndexedSymbol> {
+        self.store.read().file_symbols(path)
+    }
+
+    /// Files referencing `name`, sorted.
+    pub fn files_referencing(&self, name: &str) -> Vec<PathBuf> {
+        self.store.read().files_referencing(name)
+    }
+
+    /// The names a file references, with occurrence counts, sorted by name.
+    pub fn reference_counts(&self, path: &Path) -> Vec<(Arc<str>, u32)> {
+        self.store.read().reference_counts(path)
+    }
+
+    /// Every indexed file, sorted by path.
+    pub fn files(&self) -> Vec<FileInfo> {
+        self.store.read().files()
+    }
+
+    pub fn file_info(&self, path: &Path) -> Option<FileInfo> {
+        self.store.read().file_info(path)
+    }
+
     /// Fuzzy search over all definitions, best first.
-    pub fn search(&self, _query: &str, _limit: usize) -> Vec<IndexedSymbol> {
-        Vec::new()
+    ///
+    /// Case-insensitive subsequence match ranked exact > prefix > word
+    /// boundary hits > contiguous runs > shorter names, ties by (name,
+    /// path, position). An empty query lists top-level definitions by name.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<IndexedSymbol> {
+        self.store.read().search(query, limit)
     }
+
+    /// Totals over the whole index; `skipped` is from the last walk.
     pub fn stats(&self) -> IndexStats {
-        IndexStats::default()
+        let mut stats = self.store.read().stats();
+        stats.skipped = self.skipped.load(Ordering::Relaxed);
+        stats
     }
+}
+
+fn add_stats(total: &mut IndexStats, part: &IndexStats) {
+    total.files += part.files;
+    total.lines += part.lines;
+    total.bytes += part.bytes;
+    total.definitions += part.definitions;
+    total.references += part.references;
+    total.skipped += part.skipped;
 }

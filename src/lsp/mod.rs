@@ -1,1 +1,44 @@
-//! The LSP layer.
+//! The LSP layer: the only part of Fettle that speaks the protocol. It turns
+//! requests into calls on `document`, `syntax`, `index` and `config`, and
+//! their results into LSP types (positions via `position`).
+
+mod documents;
+pub mod guard;
+mod lifecycle;
+mod progress;
+mod server;
+mod settings;
+mod state;
+mod symbols;
+mod transport;
+mod workspace;
+
+use std::sync::Arc;
+
+use tower_lsp::LspService;
+
+pub use lifecycle::capabilities;
+
+/// Serves LSP over stdio until `exit` (or end of input); returns the process exit code.
+pub async fn serve_stdio() -> i32 {
+    let lifecycle = Arc::new(guard::Lifecycle::default());
+    let mut builder = LspService::build(server::Server::new);
+    if std::env::var_os("FETTLE_TEST_HOOKS").is_some() {
+        builder = builder
+            .custom_method("fettle/debug/panic", server::Server::debug_panic)
+            .custom_method("fettle/debug/sleep", server::Server::debug_sleep);
+    }
+    let (service, socket) = builder.finish();
+    let service = guard::Guarded::new(service, lifecycle.clone());
+    let transport = transport::spawn(tokio::io::stdin(), tokio::io::stdout());
+    let serve = tower_lsp::Server::new(transport.server_input, transport.server_output, socket).serve(service);
+    tokio::select! {
+        () = serve => tracing::info!("input closed"),
+        () = lifecycle.exited() => tracing::info!("exit received"),
+    }
+    // Let what is already written reach the client, but never hang on it.
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), transport.writer).await;
+    let code = lifecycle.exit_code();
+    tracing::info!(code, "stopping");
+    code
+}

@@ -1,11 +1,21 @@
-//! STUB — being written by helper B. The signatures are the contract.
+//! The syntax layer: language detection, parsing, tags (definitions and
+//! references), the symbol hierarchy and syntax errors.
+//!
 //! Knows nothing about LSP: byte offsets in, byte offsets out.
 use std::ops::Range;
-use std::path::Path;
 
-use ropey::Rope;
-use tree_sitter::Tree;
+mod errors;
+mod languages;
+mod parse;
+mod symbols;
+mod tags;
 
+pub use errors::syntax_errors;
+pub use parse::{parse_rope, parse_str};
+pub use symbols::symbol_tree;
+pub use tags::{check_queries, tags};
+
+/// A supported language. Detection and grammar mapping live in `languages.rs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Language {
     Rust,
@@ -18,23 +28,6 @@ pub enum Language {
     Cpp,
     Java,
     Lua,
-}
-
-impl Language {
-    pub const ALL: &'static [Language] = &[];
-    pub fn from_language_id(_id: &str) -> Option<Self> {
-        None
-    }
-    pub fn from_path(_path: &Path) -> Option<Self> {
-        None
-    }
-    /// `languageId` first, then the file extension.
-    pub fn detect(language_id: Option<&str>, path: Option<&Path>) -> Option<Self> {
-        language_id.and_then(Self::from_language_id).or_else(|| path.and_then(Self::from_path))
-    }
-    pub fn name(self) -> &'static str {
-        ""
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -98,18 +91,3 @@ pub struct SyntaxError {
     pub message: String,
 }
 
-pub fn parse_rope(_lang: Language, _text: &Rope, _old: Option<&Tree>) -> Option<Tree> {
-    None
-}
-pub fn parse_str(_lang: Language, _text: &str, _old: Option<&Tree>) -> Option<Tree> {
-    None
-}
-pub fn tags(_lang: Language, _tree: &Tree, _text: &str) -> Tags {
-    Tags::default()
-}
-pub fn symbol_tree(_definitions: Vec<Definition>) -> Vec<SymbolNode> {
-    Vec::new()
-}
-pub fn syntax_errors(_tree: &Tree, _text: &str, _max: usize) -> Vec<SyntaxError> {
-    Vec::new()
-}

@@ -1,0 +1,397 @@
+//! The typed configuration: every key, its type and its default.
+//!
+//! `docs/configuration.md` documents each key; keep the two in step.
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Name of the model that always exists and that features use by default.
+pub const BUILTIN_MODEL: &str = "local";
+/// Where the built-in `local` model's weights are looked for.
+pub const DEFAULT_LOCAL_MODEL_PATH: &str = "~/.cache/fettle/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The whole configuration. Sections missing from the input take their
+/// defaults, so any subset of keys deserializes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    pub index: IndexConfig,
+    pub diagnostics: DiagnosticsConfig,
+    pub log: LogConfig,
+    /// Named models; features refer to them by name. `resolve()` guarantees
+    /// that [`BUILTIN_MODEL`] is present.
+    pub models: BTreeMap<String, ModelConfig>,
+    pub completion: CompletionConfig,
+    pub edit: EditConfig,
+    pub agent: AgentConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let mut models = BTreeMap::new();
+        models.insert(BUILTIN_MODEL.to_string(), ModelConfig::builtin_local());
+        Self {
+            index: IndexConfig::default(),
+            diagnostics: DiagnosticsConfig::default(),
+            log: LogConfig::default(),
+            models,
+            completion: CompletionConfig::default(),
+            edit: EditConfig::default(),
+            agent: AgentConfig::default(),
+        }
+    }
+}
+
+impl Config {
+    pub fn model(&self, name: &str) -> Option<&ModelConfig> {
+        self.models.get(name)
+    }
+    /// The model inline completion uses (`completion.model`).
+    pub fn completion_model(&self) -> Option<&ModelConfig> {
+        self.model(&self.completion.model)
+    }
+    /// The model code actions use (`edit.model`).
+    pub fn edit_model(&self) -> Option<&ModelConfig> {
+        self.model(&self.edit.model)
+    }
+    /// The model the agent uses (`agent.model`).
+    pub fn agent_model(&self) -> Option<&ModelConfig> {
+        self.model(&self.agent.model)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IndexConfig {
+    pub enabled: bool,
+    /// Files larger than this are not indexed.
+    pub max_file_bytes: u64,
+    /// Extra glob patterns to skip, on top of `.gitignore`.
+    pub exclude: Vec<String>,
+}
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_file_bytes: 1 << 20,
+            exclude: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiagnosticsConfig {
+    /// Syntax diagnostics.
+    pub enabled: bool,
+    pub debounce_ms: u64,
+}
+impl Default for DiagnosticsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            debounce_ms: 150,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LogConfig {
+    /// A `tracing` filter directive; the `FETTLE_LOG` variable overrides it.
+    pub level: String,
+}
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            level: "info".to_string(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// Required for every model except the built-in one, whose default layer sets it.
+    pub provider: Provider,
+    /// Weights file; only for `provider = "local"`. May start with `~/`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// `resolve()` fills in the provider's default when unset (not for `local`).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The model name sent to the server.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The NAME of the environment variable holding the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub fim_template: FimTemplate,
+    #[serde(default = "default_model_max_tokens")]
+    pub max_tokens: u32,
+    #[serde(default = "default_temperature")]
+    pub temperature: f64,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Merged into every request body.
+    #[serde(default)]
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+}
+
+fn default_model_max_tokens() -> u32 {
+    128
+}
+fn default_temperature() -> f64 {
+    0.2
+}
+fn default_timeout_ms() -> u64 {
+    5000
+}
+
+impl ModelConfig {
+    /// A model of `provider` with every other field at its default.
+    pub fn new(provider: Provider) -> Self {
+        Self {
+            provider,
+            path: None,
+            base_url: None,
+            model: None,
+            api_key_env: None,
+            fim_template: FimTemplate::Auto,
+            max_tokens: default_model_max_tokens(),
+            temperature: default_temperature(),
+            timeout_ms: default_timeout_ms(),
+            extra_body: serde_json::Map::new(),
+        }
+    }
+    pub fn builtin_local() -> Self {
+        Self {
+            path: Some(DEFAULT_LOCAL_MODEL_PATH.to_string()),
+            ..Self::new(Provider::Local)
+        }
+    }
+    /// `base_url` or, when unset, the provider's default (`None` for `local`).
+    pub fn effective_base_url(&self) -> Option<&str> {
+        self.base_url
+            .as_deref()
+            .or(self.provider.default_base_url())
+    }
+    /// `path` with a leading `~/` expanded against `$HOME`.
+    pub fn expanded_path(&self) -> Option<PathBuf> {
+        self.path.as_deref().map(expand_home)
+    }
+}
+
+/// Expands a leading `~/` (or a lone `~`) to `$HOME`; other paths are returned as is.
+pub fn expand_home(path: &str) -> PathBuf {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+    match (path.strip_prefix('~'), home) {
+        (Some(""), Some(home)) => PathBuf::from(home),
+        (Some(rest), Some(home)) if rest.starts_with('/') => {
+            PathBuf::from(home).join(rest.trim_start_matches('/'))
+        }
+        _ => PathBuf::from(path),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompletionConfig {
+    pub enabled: bool,
+    pub model: String,
+    /// Server-side debounce; clients usually debounce too.
+    pub debounce_ms: u64,
+    pub max_prompt_tokens: u32,
+    pub multiline: Multiline,
+}
+impl Default for CompletionConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            model: BUILTIN_MODEL.to_string(),
+            debounce_ms: 0,
+            max_prompt_tokens: 1024,
+            multiline: Multiline::Auto,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EditConfig {
+    pub model: String,
+}
+impl Default for EditConfig {
+    fn default() -> Self {
+        Self {
+            model: BUILTIN_MODEL.to_string(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentConfig {
+    pub model: String,
+    /// Empty means auto-detect.
+    pub test_command: String,
+    pub max_iterations: u32,
+    pub max_tool_calls: u32,
+    pub max_tokens: u64,
+    pub timeout_s: u64,
+    /// Policy for commands other than the test command.
+    pub commands: CommandPolicy,
+}
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            model: BUILTIN_MODEL.to_string(),
+            test_command: String::new(),
+            max_iterations: 8,
+            max_tool_calls: 60,
+            max_tokens: 200_000,
+            timeout_s: 900,
+            commands: CommandPolicy::Ask,
+        }
+    }
+}
+
+/// A string-valued enum whose errors name the key's kind and list the valid
+/// values (`unknown provider "opnai"; expected one of local, openai, ...`),
+/// which serde's derive cannot phrase.
+macro_rules! keyword_enum {
+    ($(#[$meta:meta])* $name:ident, $what:literal, default = $default:ident,
+     { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $(#[doc = $text] $variant,)+
+        }
+        impl $name {
+            /// Every value, in documentation order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+            fn choices() -> String {
+                Self::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+            }
+        }
+        impl Default for $name {
+            fn default() -> Self { $name::$default }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    _ => {
+                        let names: Vec<&str> = Self::ALL.iter().map(|v| v.as_str()).collect();
+                        let hint = super::text::did_you_mean(s, names.iter().copied())
+                            .map(|m| format!("; did you mean \"{m}\"?"))
+                            .unwrap_or_default();
+                        Err(format!(
+                            "unknown {} {:?}; expected one of {}{hint}",
+                            $what, s, Self::choices()
+                        ))
+                    }
+                }
+            }
+        }
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl serde::de::Visitor<'_> for V {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        write!(f, "a {} name (one of {})", $what, $name::choices())
+                    }
+                    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<$name, E> {
+                        v.parse().map_err(E::custom)
+                    }
+                }
+                d.deserialize_str(V)
+            }
+        }
+    };
+}
+
+keyword_enum!(
+    /// Which kind of server a model talks to.
+    Provider, "provider", default = Local, {
+        Local => "local",
+        OpenAi => "openai",
+        Anthropic => "anthropic",
+        Ollama => "ollama",
+        Mistral => "mistral",
+        LlamaCpp => "llamacpp",
+    }
+);
+
+impl Provider {
+    /// The endpoint used when a model sets no `base_url`.
+    pub fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            Provider::Local => None,
+            Provider::OpenAi => Some("https://api.openai.com/v1"),
+            Provider::Anthropic => Some("https://api.anthropic.com"),
+            Provider::Ollama => Some("http://127.0.0.1:11434"),
+            Provider::Mistral => Some("https://codestral.mistral.ai/v1"),
+            Provider::LlamaCpp => Some("http://127.0.0.1:8080"),
+        }
+    }
+    /// Whether the server cannot pick a model by itself, so `model` must be set.
+    /// llama.cpp serves the one model it was started with.
+    pub fn requires_model_name(self) -> bool {
+        matches!(
+            self,
+            Provider::OpenAi | Provider::Anthropic | Provider::Ollama | Provider::Mistral
+        )
+    }
+}
+
+keyword_enum!(
+    /// How a fill-in-the-middle prompt is laid out.
+    FimTemplate, "FIM template", default = Auto, {
+        Auto => "auto",
+        StarCoder => "starcoder",
+        CodeLlama => "codellama",
+        DeepSeek => "deepseek",
+        Qwen => "qwen",
+        Codestral => "codestral",
+        CodeGemma => "codegemma",
+        Granite => "granite",
+        Chat => "chat",
+        None => "none",
+    }
+);
+
+keyword_enum!(
+    /// Whether inline completions may span several lines.
+    Multiline, "multiline mode", default = Auto, {
+        Auto => "auto",
+        Always => "always",
+        Never => "never",
+    }
+);
+
+keyword_enum!(
+    /// Whether the agent may run commands other than the test command.
+    CommandPolicy, "command policy", default = Ask, {
+        Ask => "ask",
+        Auto => "auto",
+        Never => "never",
+    }
+);

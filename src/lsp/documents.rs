@@ -1,0 +1,144 @@
+//! Text synchronisation. The notification handlers here are synchronous on
+//! purpose: tower-lsp runs handlers concurrently, and only mutating the
+//! document store before the first `.await` keeps edits in arrival order.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tower_lsp::lsp_types::{
+    Diagnostic, DiagnosticSeverity, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, DidSaveTextDocumentParams, Url,
+};
+
+use super::state::{Snapshot, State};
+use super::workspace::is_in_workspace;
+use crate::document::Document;
+use crate::position::{self, PositionEncoding};
+use crate::syntax;
+
+/// Most syntax errors worth showing for one file; past this they are noise.
+const MAX_SYNTAX_DIAGNOSTICS: usize = 100;
+
+pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
+    let item = params.text_document;
+    let uri = item.uri.clone();
+    let document = Document::new(item.uri, item.language_id, item.version, &item.text);
+    tracing::debug!(%uri, language = ?document.language, version = document.version, "opened");
+    state.documents.insert(uri.clone(), document);
+    schedule_analysis(state, uri);
+}
+
+pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
+    let uri = params.text_document.uri;
+    let version = params.text_document.version;
+    let encoding = state.encoding();
+    {
+        let Some(mut document) = state.documents.get_mut(&uri) else {
+            tracing::warn!(%uri, version, "didChange for a document that is not open; ignored");
+            return;
+        };
+        if let Err(err) = document.apply_changes(version, &params.content_changes, encoding) {
+            tracing::warn!(%uri, %err, "didChange ignored");
+            return;
+        }
+    }
+    schedule_analysis(state, uri);
+}
+
+pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
+    let uri = params.text_document.uri;
+    if state.documents.contains_key(&uri) {
+        schedule_analysis(state, uri);
+    } else if let Ok(path) = uri.to_file_path() {
+        let index = state.index();
+        tokio::task::spawn_blocking(move || index.update_file(&path));
+    }
+}
+
+pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
+    let uri = params.text_document.uri;
+    if state.documents.remove(&uri).is_none() {
+        tracing::warn!(%uri, "didClose for a document that is not open; ignored");
+        return;
+    }
+    // Invalidate any analysis still waiting for this document.
+    state.next_generation(&uri);
+    state.analysis_generation.remove(&uri);
+    if let Ok(path) = uri.to_file_path() {
+        if is_in_workspace(state, &path) {
+            // The unsaved buffer is gone: the index goes back to the file on disk.
+            let index = state.index();
+            tokio::task::spawn_blocking(move || index.update_file(&path));
+        }
+    }
+    state.client.publish_diagnostics(uri, Vec::new(), None).await;
+}
+
+/// Debounced work after a change: syntax diagnostics and the index entry for
+/// the buffer. A newer change cancels the pending run (generation check).
+fn schedule_analysis(state: &Arc<State>, uri: Url) {
+    let generation = state.next_generation(&uri);
+    let state = state.clone();
+    tokio::spawn(async move {
+        let config = state.config();
+        tokio::time::sleep(Duration::from_millis(config.diagnostics.debounce_ms)).await;
+        if state.generation(&uri) != generation {
+            return;
+        }
+        let Some(snapshot) = state.snapshot(&uri) else { return };
+        let version = snapshot.version;
+        let encoding = state.encoding();
+        let index_path = uri.to_file_path().ok().filter(|path| is_in_workspace(&state, path));
+        let index = state.index();
+        let diagnostics_enabled = config.diagnostics.enabled;
+        let computed = tokio::task::spawn_blocking(move || {
+            let text = snapshot.rope.to_string();
+            if let Some(path) = index_path {
+                index.update_text(&path, snapshot.language, &text);
+            }
+            if diagnostics_enabled {
+                syntax_diagnostics(&snapshot, &text, encoding)
+            } else {
+                Vec::new()
+            }
+        })
+        .await;
+        let diagnostics = match computed {
+            Ok(diagnostics) => diagnostics,
+            Err(err) => {
+                tracing::error!(%uri, %err, "analysis failed");
+                return;
+            }
+        };
+        // A change that arrived meanwhile will publish its own, newer result.
+        if state.generation(&uri) != generation {
+            return;
+        }
+        state.client.publish_diagnostics(uri, diagnostics, Some(version)).await;
+    });
+}
+
+/// Re-indexes an open buffer now (used after a workspace walk, which read the disk).
+pub fn reindex_buffer(state: &Arc<State>, uri: &Url) {
+    let Ok(path) = uri.to_file_path() else { return };
+    if !is_in_workspace(state, &path) {
+        return;
+    }
+    let Some(snapshot) = state.snapshot(uri) else { return };
+    let index = state.index();
+    tokio::task::spawn_blocking(move || index.update_text(&path, snapshot.language, &snapshot.rope.to_string()));
+}
+
+pub fn syntax_diagnostics(snapshot: &Snapshot, text: &str, encoding: PositionEncoding) -> Vec<Diagnostic> {
+    let Some(tree) = &snapshot.tree else { return Vec::new() };
+    syntax::syntax_errors(tree, text, MAX_SYNTAX_DIAGNOSTICS)
+        .into_iter()
+        .map(|error| Diagnostic {
+            range: position::range_of(&snapshot.rope, error.range, encoding),
+            severity: Some(DiagnosticSeverity::ERROR),
+            source: Some("fettle".to_owned()),
+            message: error.message,
+            ..Diagnostic::default()
+        })
+        .collect()
+}

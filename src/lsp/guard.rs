@@ -1,0 +1,136 @@
+//! A tower layer around tower-lsp's service that keeps two promises tower-lsp
+//! does not: a panic inside a handler becomes an `InternalError` response
+//! (the server stays up), and the process learns about `shutdown`/`exit` so it
+//! can end with the exit code the spec asks for (0 after shutdown, 1 without).
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio::sync::Notify;
+use tower::Service;
+use tower_lsp::jsonrpc::{Error, ErrorCode, Request, Response};
+use tower_lsp::ExitedError;
+
+/// What the process needs to know about the session's end.
+#[derive(Default)]
+pub struct Lifecycle {
+    shutdown_requested: AtomicBool,
+    exited: Notify,
+}
+
+impl Lifecycle {
+    pub fn shutdown_requested(&self) -> bool {
+        self.shutdown_requested.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the client has sent `exit`.
+    pub async fn exited(&self) {
+        self.exited.notified().await
+    }
+
+    /// The spec's exit code: 0 if `shutdown` came before the end, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        if self.shutdown_requested() {
+            0
+        } else {
+            1
+        }
+    }
+}
+
+pub struct Guarded<S> {
+    inner: S,
+    lifecycle: Arc<Lifecycle>,
+}
+
+impl<S> Guarded<S> {
+    pub fn new(inner: S, lifecycle: Arc<Lifecycle>) -> Self {
+        Self { inner, lifecycle }
+    }
+}
+
+impl<S> Service<Request> for Guarded<S>
+where
+    S: Service<Request, Response = Option<Response>, Error = ExitedError>,
+    S::Future: Send + 'static,
+{
+    type Response = Option<Response>;
+    type Error = ExitedError;
+    type Future = BoxFuture<'static, Result<Option<Response>, ExitedError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let req = without_null_params(req);
+        let id = req.id().cloned();
+        let method = req.method().to_owned();
+        if method == "shutdown" {
+            self.lifecycle.shutdown_requested.store(true, Ordering::SeqCst);
+        }
+        let lifecycle = self.lifecycle.clone();
+        // Building the future can run handler code too, so it is guarded as well.
+        let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
+            Ok(fut) => fut,
+            Err(payload) => return futures::future::ready(Ok(panic_response(id, &method, payload))).boxed(),
+        };
+        async move {
+            let result = match AssertUnwindSafe(fut).catch_unwind().await {
+                Ok(result) => result,
+                Err(payload) => Ok(panic_response(id, &method, payload)),
+            };
+            if method == "exit" {
+                // `notify_one` stores a permit, so the waiter cannot miss it.
+                lifecycle.exited.notify_one();
+            }
+            result
+        }
+        .boxed()
+    }
+}
+
+/// `"params": null` means "no params" to many clients (for `shutdown`, `exit`
+/// and the like); tower-lsp would reject it as invalid params.
+fn without_null_params(req: Request) -> Request {
+    if req.params() != Some(&serde_json::Value::Null) {
+        return req;
+    }
+    let (method, id, _) = req.into_parts();
+    let builder = Request::build(method);
+    match id {
+        Some(id) => builder.id(id).finish(),
+        None => builder.finish(),
+    }
+}
+
+fn panic_response(id: Option<tower_lsp::jsonrpc::Id>, method: &str, payload: Box<dyn Any + Send>) -> Option<Response> {
+    let detail = panic_message(payload.as_ref());
+    tracing::error!(%method, panic = %detail, "handler panicked; answering with InternalError");
+    // Notifications have no id and get no response.
+    id.map(|id| {
+        Response::from_error(
+            id,
+            Error {
+                code: ErrorCode::InternalError,
+                message: format!("fettle: internal error while handling {method}: {detail}").into(),
+                data: None,
+            },
+        )
+    })
+}
+
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_owned()
+    }
+}

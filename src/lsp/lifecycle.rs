@@ -1,0 +1,110 @@
+//! `initialize`, `initialized` and `shutdown`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde_json::json;
+use tower_lsp::jsonrpc::Result;
+use tower_lsp::lsp_types::{
+    DocumentSymbolOptions, InitializeParams, InitializeResult, InitializedParams, OneOf, Registration,
+    SaveOptions, ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
+    TextDocumentSyncOptions, TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities,
+    WorkspaceServerCapabilities, WorkspaceSymbolOptions,
+};
+
+use super::settings;
+use super::state::State;
+use super::workspace;
+use crate::config::Source;
+use crate::position::PositionEncoding;
+
+pub async fn initialize(state: &Arc<State>, params: InitializeParams) -> Result<InitializeResult> {
+    let encoding = PositionEncoding::negotiate(
+        params.capabilities.general.as_ref().and_then(|general| general.position_encodings.as_deref()),
+    );
+    *state.roots.write() = workspace::roots_from(&params);
+    state.set_session(encoding, params.capabilities.clone());
+    tracing::info!(?encoding, roots = ?state.roots.read(), client = ?params.client_info.as_ref().map(|c| &c.name), "initialize");
+
+    settings::reload_files(state).await;
+    if let Some(options) = params.initialization_options {
+        settings::set_client_layer(state, Source::InitializationOptions, options);
+    }
+    settings::apply(state).await;
+
+    Ok(InitializeResult { capabilities: capabilities(encoding), server_info: Some(server_info()) })
+}
+
+pub async fn initialized(state: &Arc<State>, _: InitializedParams) {
+    state.mark_initialized();
+    settings::pull_from_client(state).await;
+    settings::apply(state).await;
+    register_dynamic_capabilities(state).await;
+    workspace::start_indexing(state.clone(), None);
+}
+
+pub async fn shutdown(state: &Arc<State>) -> Result<()> {
+    tracing::info!("shutdown requested");
+    state.index_cancel.lock().store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+pub fn server_info() -> ServerInfo {
+    ServerInfo { name: "fettle".to_owned(), version: Some(env!("CARGO_PKG_VERSION").to_owned()) }
+}
+
+pub fn capabilities(encoding: PositionEncoding) -> ServerCapabilities {
+    ServerCapabilities {
+        position_encoding: Some(encoding.to_lsp()),
+        text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+            open_close: Some(true),
+            change: Some(TextDocumentSyncKind::INCREMENTAL),
+            will_save: None,
+            will_save_wait_until: None,
+            save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions { include_text: Some(false) })),
+        })),
+        document_symbol_provider: Some(OneOf::Right(DocumentSymbolOptions {
+            label: Some("Fettle".to_owned()),
+            work_done_progress_options: Default::default(),
+        })),
+        workspace_symbol_provider: Some(OneOf::Right(WorkspaceSymbolOptions {
+            resolve_provider: Some(false),
+            work_done_progress_options: Default::default(),
+        })),
+        workspace: Some(WorkspaceServerCapabilities {
+            workspace_folders: Some(WorkspaceFoldersServerCapabilities {
+                supported: Some(true),
+                change_notifications: Some(OneOf::Left(true)),
+            }),
+            file_operations: None,
+        }),
+        ..ServerCapabilities::default()
+    }
+}
+
+/// Asks for file-watching and configuration-change events where the client
+/// supports registering them dynamically.
+async fn register_dynamic_capabilities(state: &Arc<State>) {
+    let Some(workspace) = state.capabilities().and_then(|caps| caps.workspace.clone()) else { return };
+    let mut registrations = Vec::new();
+    if workspace.did_change_watched_files.and_then(|c| c.dynamic_registration).unwrap_or(false) {
+        registrations.push(Registration {
+            id: "fettle/watched-files".to_owned(),
+            method: "workspace/didChangeWatchedFiles".to_owned(),
+            register_options: Some(json!({ "watchers": [ { "globPattern": "**/*" } ] })),
+        });
+    }
+    if workspace.did_change_configuration.and_then(|c| c.dynamic_registration).unwrap_or(false) {
+        registrations.push(Registration {
+            id: "fettle/configuration".to_owned(),
+            method: "workspace/didChangeConfiguration".to_owned(),
+            register_options: Some(json!({ "section": settings::SECTION })),
+        });
+    }
+    if registrations.is_empty() {
+        return;
+    }
+    if let Err(err) = state.client.register_capability(registrations).await {
+        tracing::warn!(%err, "client refused dynamic registration; file changes will only be seen on save");
+    }
+}

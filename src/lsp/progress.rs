@@ -1,0 +1,83 @@
+//! `$/progress` reporting: with the client's `workDoneToken` when given, else
+//! a server-created token when the client supports `window.workDoneProgress`,
+//! else nothing at all (reporting is best-effort and never fails a request).
+
+use tower_lsp::lsp_types::notification::Progress as ProgressNotification;
+use tower_lsp::lsp_types::request::WorkDoneProgressCreate;
+use tower_lsp::lsp_types::{
+    NumberOrString, ProgressParams, ProgressParamsValue, ProgressToken, WorkDoneProgress, WorkDoneProgressBegin,
+    WorkDoneProgressCreateParams, WorkDoneProgressEnd, WorkDoneProgressReport,
+};
+use tower_lsp::Client;
+
+use super::state::State;
+
+pub struct Progress {
+    client: Client,
+    token: Option<ProgressToken>,
+}
+
+impl Progress {
+    pub async fn begin(state: &State, title: &str, client_token: Option<ProgressToken>) -> Self {
+        let token = match client_token {
+            Some(token) => Some(token),
+            None if client_supports_progress(state) => {
+                let token = NumberOrString::String(state.next_progress_token());
+                let created = state
+                    .client
+                    .send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams { token: token.clone() })
+                    .await;
+                match created {
+                    Ok(()) => Some(token),
+                    Err(err) => {
+                        tracing::debug!(%err, "client refused a progress token; reporting without progress");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        let progress = Self { client: state.client.clone(), token };
+        progress
+            .send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
+                title: title.to_owned(),
+                cancellable: Some(false),
+                message: None,
+                percentage: Some(0),
+            }))
+            .await;
+        progress
+    }
+
+    pub async fn report(&self, message: String, percentage: Option<u32>) {
+        self.send(WorkDoneProgress::Report(WorkDoneProgressReport {
+            cancellable: Some(false),
+            message: Some(message),
+            percentage,
+        }))
+        .await;
+    }
+
+    pub async fn end(self, message: String) {
+        self.send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message) })).await;
+    }
+
+    async fn send(&self, value: WorkDoneProgress) {
+        if let Some(token) = &self.token {
+            self.client
+                .send_notification::<ProgressNotification>(ProgressParams {
+                    token: token.clone(),
+                    value: ProgressParamsValue::WorkDone(value),
+                })
+                .await;
+        }
+    }
+}
+
+fn client_supports_progress(state: &State) -> bool {
+    state
+        .capabilities()
+        .and_then(|caps| caps.window.as_ref())
+        .and_then(|window| window.work_done_progress)
+        .unwrap_or(false)
+}

@@ -1,0 +1,86 @@
+//! The LSP surface: each method forwards in one line to its handler module.
+
+use std::sync::Arc;
+
+use tower_lsp::jsonrpc::Result;
+use tower_lsp::lsp_types::*;
+use tower_lsp::{Client, LanguageServer};
+
+use super::state::State;
+use super::{documents, lifecycle, settings, symbols, workspace};
+
+pub struct Server {
+    state: Arc<State>,
+}
+
+impl Server {
+    pub fn new(client: Client) -> Self {
+        Self { state: Arc::new(State::new(client)) }
+    }
+}
+
+#[tower_lsp::async_trait]
+impl LanguageServer for Server {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        lifecycle::initialize(&self.state, params).await
+    }
+
+    async fn initialized(&self, params: InitializedParams) {
+        lifecycle::initialized(&self.state, params).await
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        lifecycle::shutdown(&self.state).await
+    }
+
+    // Text sync handlers are synchronous: state changes before any `.await`.
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        documents::did_open(&self.state, params)
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        documents::did_change(&self.state, params)
+    }
+
+    async fn did_save(&self, params: DidSaveTextDocumentParams) {
+        documents::did_save(&self.state, params)
+    }
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        documents::did_close(&self.state, params).await
+    }
+
+    async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
+        settings::did_change_configuration(&self.state, params).await
+    }
+
+    async fn did_change_watched_files(&self, params: DidChangeWatchedFilesParams) {
+        workspace::did_change_watched_files(&self.state, params).await
+    }
+
+    async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
+        workspace::did_change_workspace_folders(&self.state, params).await
+    }
+
+    async fn document_symbol(&self, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
+        symbols::document_symbol(&self.state, params).await
+    }
+
+    async fn symbol(&self, params: WorkspaceSymbolParams) -> Result<Option<Vec<SymbolInformation>>> {
+        symbols::workspace_symbol(&self.state, params).await
+    }
+}
+
+/// Test hooks, registered only when `FETTLE_TEST_HOOKS` is set, so the
+/// end-to-end tests can exercise panic recovery and cancellation for real.
+impl Server {
+    pub async fn debug_panic(&self, _params: serde_json::Value) -> Result<serde_json::Value> {
+        panic!("deliberate panic requested by fettle/debug/panic")
+    }
+
+    pub async fn debug_sleep(&self, params: serde_json::Value) -> Result<serde_json::Value> {
+        let ms = params.get("ms").and_then(serde_json::Value::as_u64).unwrap_or(1000);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        Ok(serde_json::json!({ "slept_ms": ms }))
+    }
+}

@@ -1,0 +1,107 @@
+//! Configuration at run time: which layers come from the client, and what
+//! happens when a new configuration is valid (it replaces the old one) or
+//! invalid (the user is told which key is wrong; the old one stays).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tower_lsp::lsp_types::{ConfigurationItem, MessageType};
+
+use super::state::{index_settings, State};
+use super::workspace;
+use crate::config::{ConfigLayers, Source};
+
+/// The `workspace/configuration` section Fettle reads.
+pub const SECTION: &str = "fettle";
+
+/// Re-reads the user and workspace files (client layers are kept apart and survive).
+pub async fn reload_files(state: &Arc<State>) {
+    let roots = state.roots.read().clone();
+    let (files, errors) = ConfigLayers::load_files(&roots);
+    *state.file_layers.lock() = files;
+    for error in errors {
+        show_invalid(state, &error.to_string()).await;
+    }
+}
+
+/// Asks the client for the `fettle` section, when it supports pull configuration.
+pub async fn pull_from_client(state: &Arc<State>) {
+    let supported = state
+        .capabilities()
+        .and_then(|caps| caps.workspace.as_ref())
+        .and_then(|ws| ws.configuration)
+        .unwrap_or(false);
+    if !supported {
+        return;
+    }
+    let items = vec![ConfigurationItem { scope_uri: None, section: Some(SECTION.to_owned()) }];
+    match state.client.configuration(items).await {
+        Ok(mut values) => {
+            let value = values.drain(..).next().unwrap_or(Value::Null);
+            set_client_layer(state, Source::WorkspaceConfiguration, value);
+        }
+        Err(err) => tracing::warn!(%err, "workspace/configuration failed; keeping the current configuration"),
+    }
+}
+
+/// Records a client-provided layer; `null` (a client with nothing to say) clears it.
+pub fn set_client_layer(state: &State, source: Source, value: Value) {
+    let mut layers = state.client_layers.lock();
+    if value.is_null() {
+        layers.remove(&source);
+    } else {
+        layers.insert(source, value);
+    }
+}
+
+/// Resolves the layers. A valid result replaces the configuration in force;
+/// an invalid one is reported and changes nothing.
+pub async fn apply(state: &Arc<State>) {
+    let mut layers = state.file_layers.lock().clone();
+    for (source, value) in state.client_layers.lock().iter() {
+        layers.set(source.clone(), value.clone());
+    }
+    let resolved = layers.resolve();
+    match resolved {
+        Ok(resolved) => {
+            if !resolved.warnings.is_empty() {
+                let text = resolved.warnings.join("; ");
+                tracing::warn!(warnings = %text, "configuration warnings");
+                state
+                    .client
+                    .show_message(MessageType::WARNING, format!("fettle: configuration: {text}"))
+                    .await;
+            }
+            let old = state.config();
+            let index_changed = index_settings(&old).max_file_bytes != resolved.config.index.max_file_bytes
+                || old.index.exclude != resolved.config.index.exclude
+                || old.index.enabled != resolved.config.index.enabled;
+            state.set_config(resolved.config);
+            tracing::info!("configuration applied");
+            if index_changed && state.initialized() {
+                workspace::start_indexing(state.clone(), None);
+            }
+        }
+        Err(err) => show_invalid(state, &err.to_string()).await,
+    }
+}
+
+async fn show_invalid(state: &State, error: &str) {
+    tracing::error!(%error, "invalid configuration; keeping the previous one");
+    state
+        .client
+        .show_message(
+            MessageType::ERROR,
+            format!("fettle: invalid configuration: {error} (the previous configuration stays in force)"),
+        )
+        .await;
+}
+
+/// Push-style clients send the settings; pull-style ones just say "changed".
+pub async fn did_change_configuration(state: &Arc<State>, params: tower_lsp::lsp_types::DidChangeConfigurationParams) {
+    match params.settings.get(SECTION) {
+        Some(section) => set_client_layer(state, Source::WorkspaceConfiguration, section.clone()),
+        None => pull_from_client(state).await,
+    }
+    apply(state).await;
+}

@@ -1,0 +1,148 @@
+//! Everything the handlers share. Handlers get an `Arc<State>`; nothing here
+//! is held across an `.await` except the `Arc` itself.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use dashmap::DashMap;
+use parking_lot::{Mutex, RwLock};
+use ropey::Rope;
+use tower_lsp::lsp_types::{ClientCapabilities, Url};
+use tower_lsp::Client;
+use tree_sitter::Tree;
+
+use crate::config::{Config, ConfigLayers, Source};
+use crate::document::Document;
+use crate::index::{IndexSettings, WorkspaceIndex};
+use crate::position::PositionEncoding;
+use crate::syntax::Language;
+
+pub struct State {
+    pub client: Client,
+    pub documents: DashMap<Url, Document>,
+    encoding: OnceLock<PositionEncoding>,
+    capabilities: OnceLock<ClientCapabilities>,
+    pub roots: RwLock<Vec<PathBuf>>,
+    /// Layers read from the user and workspace files.
+    pub file_layers: Mutex<ConfigLayers>,
+    /// Layers sent by the client (initializationOptions, workspace/configuration).
+    pub client_layers: Mutex<BTreeMap<Source, serde_json::Value>>,
+    config: RwLock<Arc<Config>>,
+    index: RwLock<Arc<WorkspaceIndex>>,
+    /// Set on shutdown, and when a new indexing run replaces an old one.
+    pub index_cancel: Mutex<Arc<AtomicBool>>,
+    /// Per-document counter: a debounced job only runs if no change came after it was scheduled.
+    pub analysis_generation: DashMap<Url, u64>,
+    progress_tokens: AtomicU64,
+    initialized: AtomicBool,
+}
+
+/// A consistent copy of an open document, taken under the map's guard and
+/// used after the guard is released (ropes and trees are cheap to clone).
+#[derive(Clone)]
+pub struct Snapshot {
+    pub uri: Url,
+    pub version: i32,
+    pub language: Option<Language>,
+    pub rope: Rope,
+    pub tree: Option<Tree>,
+}
+
+impl State {
+    pub fn new(client: Client) -> Self {
+        let config = Config::default();
+        Self {
+            client,
+            documents: DashMap::new(),
+            encoding: OnceLock::new(),
+            capabilities: OnceLock::new(),
+            roots: RwLock::new(Vec::new()),
+            file_layers: Mutex::new(ConfigLayers::default()),
+            client_layers: Mutex::new(BTreeMap::new()),
+            index: RwLock::new(Arc::new(WorkspaceIndex::new(index_settings(&config)))),
+            config: RwLock::new(Arc::new(config)),
+            index_cancel: Mutex::new(Arc::new(AtomicBool::new(false))),
+            analysis_generation: DashMap::new(),
+            progress_tokens: AtomicU64::new(0),
+            initialized: AtomicBool::new(false),
+        }
+    }
+
+    /// The negotiated encoding; UTF-16 until `initialize` says otherwise.
+    pub fn encoding(&self) -> PositionEncoding {
+        self.encoding.get().copied().unwrap_or_default()
+    }
+
+    pub fn set_session(&self, encoding: PositionEncoding, capabilities: ClientCapabilities) {
+        // `initialize` runs once per process (tower-lsp rejects a second one), so these are set once.
+        let _ = self.encoding.set(encoding);
+        let _ = self.capabilities.set(capabilities);
+    }
+
+    pub fn capabilities(&self) -> Option<&ClientCapabilities> {
+        self.capabilities.get()
+    }
+
+    pub fn config(&self) -> Arc<Config> {
+        self.config.read().clone()
+    }
+
+    pub fn set_config(&self, config: Config) {
+        *self.config.write() = Arc::new(config);
+    }
+
+    pub fn index(&self) -> Arc<WorkspaceIndex> {
+        self.index.read().clone()
+    }
+
+    pub fn replace_index(&self, index: WorkspaceIndex) -> Arc<WorkspaceIndex> {
+        let index = Arc::new(index);
+        *self.index.write() = index.clone();
+        index
+    }
+
+    pub fn snapshot(&self, uri: &Url) -> Option<Snapshot> {
+        let doc = self.documents.get(uri)?;
+        Some(Snapshot {
+            uri: doc.uri.clone(),
+            version: doc.version,
+            language: doc.language,
+            rope: doc.rope.clone(),
+            tree: doc.tree.clone(),
+        })
+    }
+
+    /// Bumps and returns the document's analysis generation.
+    pub fn next_generation(&self, uri: &Url) -> u64 {
+        let mut entry = self.analysis_generation.entry(uri.clone()).or_insert(0);
+        *entry += 1;
+        *entry
+    }
+
+    pub fn generation(&self, uri: &Url) -> u64 {
+        self.analysis_generation.get(uri).map(|g| *g).unwrap_or(0)
+    }
+
+    pub fn mark_initialized(&self) {
+        self.initialized.store(true, Ordering::SeqCst);
+    }
+
+    /// True once the client sent `initialized`: from then on the server may start background work.
+    pub fn initialized(&self) -> bool {
+        self.initialized.load(Ordering::SeqCst)
+    }
+
+    pub fn next_progress_token(&self) -> String {
+        format!("fettle/{}", self.progress_tokens.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+pub fn index_settings(config: &Config) -> IndexSettings {
+    IndexSettings {
+        max_file_bytes: config.index.max_file_bytes,
+        exclude: config.index.exclude.clone(),
+        threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+    }
+}

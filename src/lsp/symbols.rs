@@ -1,0 +1,165 @@
+//! `textDocument/documentSymbol` (from the buffer's tree) and
+//! `workspace/symbol` (from the workspace index).
+
+use std::sync::Arc;
+
+use ropey::Rope;
+use tower_lsp::jsonrpc::{Error, Result};
+use tower_lsp::lsp_types::{
+    DocumentSymbol, DocumentSymbolParams, DocumentSymbolResponse, Location, Range, SymbolInformation,
+    SymbolKind as LspSymbolKind, Url, WorkspaceSymbolParams,
+};
+
+use super::state::{Snapshot, State};
+use crate::index::IndexedSymbol;
+use crate::position::{self, PositionEncoding};
+use crate::syntax::{self, Language, SymbolKind, SymbolNode};
+
+/// How many matches `workspace/symbol` returns; clients show a short list anyway.
+const WORKSPACE_SYMBOL_LIMIT: usize = 256;
+
+pub async fn document_symbol(state: &Arc<State>, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
+    let uri = params.text_document.uri;
+    let snapshot = match state.snapshot(&uri) {
+        Some(snapshot) => snapshot,
+        None => read_from_disk(&uri).await?,
+    };
+    let encoding = state.encoding();
+    let hierarchical = state
+        .capabilities()
+        .and_then(|caps| caps.text_document.as_ref())
+        .and_then(|td| td.document_symbol.as_ref())
+        .and_then(|ds| ds.hierarchical_document_symbol_support)
+        .unwrap_or(false);
+    let response = tokio::task::spawn_blocking(move || {
+        let nodes = symbol_nodes(&snapshot);
+        if hierarchical {
+            DocumentSymbolResponse::Nested(nodes.iter().map(|n| to_document_symbol(n, &snapshot.rope, encoding)).collect())
+        } else {
+            let mut flat = Vec::new();
+            flatten(&nodes, None, &snapshot, encoding, &mut flat);
+            DocumentSymbolResponse::Flat(flat)
+        }
+    })
+    .await
+    .map_err(|err| internal(format!("documentSymbol failed: {err}")))?;
+    Ok(Some(response))
+}
+
+pub async fn workspace_symbol(state: &Arc<State>, params: WorkspaceSymbolParams) -> Result<Option<Vec<SymbolInformation>>> {
+    let index = state.index();
+    let encoding = state.encoding();
+    let query = params.query;
+    let symbols = tokio::task::spawn_blocking(move || index.search(&query, WORKSPACE_SYMBOL_LIMIT))
+        .await
+        .map_err(|err| internal(format!("workspace/symbol failed: {err}")))?;
+    Ok(Some(symbols.iter().filter_map(|symbol| to_symbol_information(symbol, encoding)).collect()))
+}
+
+/// A closed file can still be asked for its symbols: read it from disk.
+async fn read_from_disk(uri: &Url) -> Result<Snapshot> {
+    let path = uri
+        .to_file_path()
+        .map_err(|()| Error::invalid_params(format!("unknown document {uri}: it is not open and is not a file URI")))?;
+    let text = tokio::fs::read_to_string(&path)
+        .await
+        .map_err(|err| Error::invalid_params(format!("unknown document {uri}: it is not open and could not be read: {err}")))?;
+    let language = Language::from_path(&path);
+    let tree = language.and_then(|lang| syntax::parse_str(lang, &text, None));
+    Ok(Snapshot { uri: uri.clone(), version: 0, language, rope: Rope::from_str(&text), tree })
+}
+
+fn symbol_nodes(snapshot: &Snapshot) -> Vec<SymbolNode> {
+    let (Some(language), Some(tree)) = (snapshot.language, &snapshot.tree) else {
+        return Vec::new();
+    };
+    let text = snapshot.rope.to_string();
+    syntax::symbol_tree(syntax::tags(language, tree, &text).definitions)
+}
+
+#[allow(deprecated)] // `deprecated` is a required field of the struct, superseded by `tags`.
+fn to_document_symbol(node: &SymbolNode, rope: &Rope, encoding: PositionEncoding) -> DocumentSymbol {
+    let def = &node.definition;
+    DocumentSymbol {
+        name: def.name.clone(),
+        detail: def.detail.clone(),
+        kind: lsp_kind(def.kind),
+        tags: None,
+        deprecated: None,
+        range: position::range_of(rope, def.range.clone(), encoding),
+        selection_range: position::range_of(rope, def.name_range.clone(), encoding),
+        children: (!node.children.is_empty())
+            .then(|| node.children.iter().map(|c| to_document_symbol(c, rope, encoding)).collect()),
+    }
+}
+
+#[allow(deprecated)]
+fn flatten(
+    nodes: &[SymbolNode],
+    container: Option<&str>,
+    snapshot: &Snapshot,
+    encoding: PositionEncoding,
+    out: &mut Vec<SymbolInformation>,
+) {
+    for node in nodes {
+        let def = &node.definition;
+        out.push(SymbolInformation {
+            name: def.name.clone(),
+            kind: lsp_kind(def.kind),
+            tags: None,
+            deprecated: None,
+            location: Location {
+                uri: snapshot.uri.clone(),
+                range: position::range_of(&snapshot.rope, def.range.clone(), encoding),
+            },
+            container_name: container.map(str::to_owned),
+        });
+        flatten(&node.children, Some(&def.name), snapshot, encoding, out);
+    }
+}
+
+#[allow(deprecated)]
+fn to_symbol_information(symbol: &IndexedSymbol, encoding: PositionEncoding) -> Option<SymbolInformation> {
+    let uri = Url::from_file_path(&*symbol.path).ok()?;
+    Some(SymbolInformation {
+        name: symbol.name.to_string(),
+        kind: lsp_kind(symbol.kind),
+        tags: None,
+        deprecated: None,
+        location: Location {
+            uri,
+            range: Range {
+                start: symbol.selection.0.to_position(encoding),
+                end: symbol.selection.1.to_position(encoding),
+            },
+        },
+        container_name: symbol.container.as_ref().map(|c| c.to_string()),
+    })
+}
+
+pub fn lsp_kind(kind: SymbolKind) -> LspSymbolKind {
+    match kind {
+        SymbolKind::Module => LspSymbolKind::MODULE,
+        SymbolKind::Namespace => LspSymbolKind::NAMESPACE,
+        SymbolKind::Class => LspSymbolKind::CLASS,
+        SymbolKind::Struct => LspSymbolKind::STRUCT,
+        SymbolKind::Enum => LspSymbolKind::ENUM,
+        SymbolKind::Interface | SymbolKind::Trait => LspSymbolKind::INTERFACE,
+        // LSP has no "impl block"; an object-like container reads best in outlines.
+        SymbolKind::Impl => LspSymbolKind::OBJECT,
+        SymbolKind::Function | SymbolKind::Macro => LspSymbolKind::FUNCTION,
+        SymbolKind::Method => LspSymbolKind::METHOD,
+        SymbolKind::Constructor => LspSymbolKind::CONSTRUCTOR,
+        SymbolKind::Field => LspSymbolKind::FIELD,
+        SymbolKind::Property => LspSymbolKind::PROPERTY,
+        SymbolKind::EnumMember => LspSymbolKind::ENUM_MEMBER,
+        SymbolKind::Constant => LspSymbolKind::CONSTANT,
+        SymbolKind::Variable => LspSymbolKind::VARIABLE,
+        SymbolKind::TypeAlias => LspSymbolKind::TYPE_PARAMETER,
+    }
+}
+
+fn internal(message: String) -> Error {
+    tracing::error!(%message);
+    Error { code: tower_lsp::jsonrpc::ErrorCode::InternalError, message: message.into(), data: None }
+}

@@ -1,0 +1,270 @@
+//! Definitions and references from our tag queries (`queries/<lang>/tags.scm`).
+//!
+//! Query conventions (those of tree-sitter's `tags.scm`): the whole item is
+//! captured as `@definition.<kind>` or `@reference.<kind>`, its name as
+//! `@name`. When several patterns define the same name node, the pattern that
+//! comes first in the file wins, so specific patterns (a `fn` inside an
+//! `impl` is a method) go before general ones.
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use tree_sitter::{Node, Query, QueryCursor, StreamingIterator, Tree};
+
+use super::{Definition, Language, Reference, SymbolKind, Tags};
+
+mod adjust;
+mod detail;
+
+/// What a capture index means, precomputed per query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Name,
+    Definition(SymbolKind),
+    Reference,
+    /// Helper captures used only by predicates.
+    Other,
+}
+
+struct TagQuery {
+    query: Query,
+    roles: Vec<Role>,
+}
+
+fn query_source(lang: Language) -> &'static str {
+    match lang {
+        Language::Rust => include_str!("queries/rust/tags.scm"),
+        Language::Python => include_str!("queries/python/tags.scm"),
+        // Order matters: earlier patterns win, so language-specific ones
+        // come before the shared ecma ones.
+        Language::JavaScript => concat!(
+            include_str!("queries/javascript/tags.scm"),
+            include_str!("queries/ecma/tags.scm"),
+            include_str!("queries/jsx/tags.scm"),
+        ),
+        Language::TypeScript => concat!(
+            include_str!("queries/typescript/tags.scm"),
+            include_str!("queries/ecma/tags.scm"),
+        ),
+        // TSX is TypeScript plus JSX.
+        Language::Tsx => concat!(
+            include_str!("queries/typescript/tags.scm"),
+            include_str!("queries/ecma/tags.scm"),
+            include_str!("queries/jsx/tags.scm"),
+        ),
+        Language::Go => include_str!("queries/go/tags.scm"),
+        Language::C => include_str!("queries/c/tags.scm"),
+        // C++'s grammar extends C's, so the C patterns apply too.
+        Language::Cpp => concat!(
+            include_str!("queries/cpp/tags.scm"),
+            include_str!("queries/c/tags.scm"),
+        ),
+        Language::Java => include_str!("queries/java/tags.scm"),
+        Language::Lua => include_str!("queries/lua/tags.scm"),
+    }
+}
+
+fn kind_from_capture(suffix: &str) -> Option<SymbolKind> {
+    Some(match suffix {
+        "module" => SymbolKind::Module,
+        "namespace" => SymbolKind::Namespace,
+        "class" => SymbolKind::Class,
+        "struct" => SymbolKind::Struct,
+        "enum" => SymbolKind::Enum,
+        "interface" => SymbolKind::Interface,
+        "trait" => SymbolKind::Trait,
+        "impl" => SymbolKind::Impl,
+        "function" => SymbolKind::Function,
+        "method" => SymbolKind::Method,
+        "constructor" => SymbolKind::Constructor,
+        "field" => SymbolKind::Field,
+        "property" => SymbolKind::Property,
+        "enum_member" => SymbolKind::EnumMember,
+        "constant" => SymbolKind::Constant,
+        "variable" => SymbolKind::Variable,
+        "type" => SymbolKind::TypeAlias,
+        "macro" => SymbolKind::Macro,
+        _ => return None,
+    })
+}
+
+/// Compiles and checks one language's query. Errors are returned, not
+/// panicked on, so that a bad query degrades to "no tags".
+fn compile(lang: Language) -> Result<TagQuery, String> {
+    let query = Query::new(&lang.ts_language(), query_source(lang))
+        .map_err(|e| format!("tags query for {} is invalid: {e}", lang.name()))?;
+    let mut roles = Vec::new();
+    for name in query.capture_names() {
+        let role = if *name == "name" {
+            Role::Name
+        } else if let Some(kind) = name.strip_prefix("definition.") {
+            Role::Definition(kind_from_capture(kind).ok_or_else(|| {
+                format!("tags query for {}: unknown kind @{name}", lang.name())
+            })?)
+        } else if name.starts_with("reference.") {
+            Role::Reference
+        } else {
+            Role::Other
+        };
+        roles.push(role);
+    }
+    Ok(TagQuery { query, roles })
+}
+
+/// The compiled query for `lang`, compiled once per process.
+fn tag_query(lang: Language) -> Option<&'static TagQuery> {
+    static QUERIES: OnceLock<Vec<Option<TagQuery>>> = OnceLock::new();
+    let table = QUERIES.get_or_init(|| {
+        Language::ALL
+            .iter()
+            .map(|&lang| match compile(lang) {
+                Ok(q) => Some(q),
+                Err(e) => {
+                    tracing::error!("{e}");
+                    None
+                }
+            })
+            .collect()
+    });
+    table.get(lang.index())?.as_ref()
+}
+
+/// Checks that every language's query compiles; for tests and start-up logs.
+pub fn check_queries() -> Result<(), String> {
+    let errors: Vec<String> = Language::ALL
+        .iter()
+        .filter_map(|&lang| compile(lang).err())
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+/// A definition before dedup: which pattern produced it decides priority.
+struct Candidate {
+    pattern: usize,
+    def: Definition,
+}
+
+/// Runs the tag query for `lang` over `tree` (parsed from `text`).
+pub fn tags(lang: Language, tree: &Tree, text: &str) -> Tags {
+    let Some(tq) = tag_query(lang) else {
+        return Tags::default();
+    };
+    let src = text.as_bytes();
+    let mut cursor = QueryCursor::new();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut references: Vec<Reference> = Vec::new();
+
+    let mut matches = cursor.matches(&tq.query, tree.root_node(), src);
+    while let Some(m) = matches.next() {
+        let mut name: Option<Node> = None;
+        let mut item: Option<(Node, Role)> = None;
+        for cap in m.captures {
+            match tq.roles.get(cap.index as usize) {
+                Some(Role::Name) => name = Some(cap.node),
+                Some(role @ (Role::Definition(_) | Role::Reference)) => {
+                    item = Some((cap.node, *role))
+                }
+                _ => {}
+            }
+        }
+        let (Some(name), Some((item, role))) = (name, item) else {
+            continue;
+        };
+        let Some(name_text) = node_text(name, text) else {
+            continue;
+        };
+        match role {
+            Role::Definition(kind) => {
+                let mut def = Definition {
+                    name: name_text.to_owned(),
+                    kind,
+                    range: item.byte_range(),
+                    name_range: name.byte_range(),
+                    detail: detail::detail(lang, item, text),
+                };
+                adjust::adjust(lang, &mut def, item, name, text);
+                if def.name.is_empty() {
+                    continue;
+                }
+                // The name must lie inside the item (LSP's selectionRange
+                // rule); queries guarantee it, but widen rather than trust.
+                def.range = cover(&def.range, &def.name_range);
+                // Some items (C's `#define`) own their trailing newline.
+                def.range.end = trim_end(src, def.range.start.max(def.name_range.end), def.range.end);
+                candidates.push(Candidate {
+                    pattern: m.pattern_index,
+                    def,
+                });
+            }
+            Role::Reference => {
+                if !name_text.is_empty() {
+                    references.push(Reference {
+                        name: name_text.to_owned(),
+                        range: name.byte_range(),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    drop(matches);
+
+    let definitions = dedup_definitions(candidates);
+    // A definition's own name is not a reference to it (`type_identifier`
+    // patterns would otherwise catch `struct Foo`'s `Foo`).
+    let def_names: HashSet<(usize, usize)> = definitions
+        .iter()
+        .map(|d| (d.name_range.start, d.name_range.end))
+        .collect();
+    references.retain(|r| !def_names.contains(&(r.range.start, r.range.end)));
+    references.sort_by_key(|r| (r.range.start, r.range.end));
+    references.dedup_by(|a, b| a.range == b.range);
+    Tags {
+        definitions,
+        references,
+    }
+}
+
+/// One definition per name node: the earliest pattern wins; output sorted by
+/// position (start, then outermost first).
+fn dedup_definitions(candidates: Vec<Candidate>) -> Vec<Definition> {
+    let mut best: HashMap<(usize, usize), Candidate> = HashMap::new();
+    for c in candidates {
+        let key = (c.def.name_range.start, c.def.name_range.end);
+        match best.get(&key) {
+            Some(prev) if prev.pattern <= c.pattern => {}
+            _ => {
+                best.insert(key, c);
+            }
+        }
+    }
+    let mut defs: Vec<Definition> = best.into_values().map(|c| c.def).collect();
+    defs.sort_by(|a, b| {
+        (a.range.start, std::cmp::Reverse(a.range.end), a.name_range.start).cmp(&(
+            b.range.start,
+            std::cmp::Reverse(b.range.end),
+            b.name_range.start,
+        ))
+    });
+    defs
+}
+
+/// Moves `end` back over trailing whitespace, not before `floor`.
+fn trim_end(src: &[u8], floor: usize, mut end: usize) -> usize {
+    while end > floor && src.get(end - 1).is_some_and(|b| b.is_ascii_whitespace()) {
+        end -= 1;
+    }
+    end
+}
+
+fn cover(a: &Range<usize>, b: &Range<usize>) -> Range<usize> {
+    a.start.min(b.start)..a.end.max(b.end)
+}
+
+pub(super) fn node_text<'a>(node: Node, text: &'a str) -> Option<&'a str> {
+    text.get(node.byte_range())
+}

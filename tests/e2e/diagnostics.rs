@@ -1,0 +1,52 @@
+use serde_json::json;
+
+use crate::harness::{Lsp, Workspace};
+
+#[test]
+fn syntax_errors_are_published_at_the_right_column_and_cleared_when_fixed() {
+    let ws = Workspace::new(&[]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    let uri = ws.uri("src/broken.rs");
+    // Line 1: the emoji is 2 UTF-16 units; the missing `;` comes after `1`.
+    lsp.open(&uri, "rust", "fn main() {\n    let s = \"😀\"; let x = 1\n}\n");
+    let diagnostics = lsp.diagnostics(&uri, |d| !d.is_empty());
+    insta::assert_json_snapshot!("broken_rust_utf16", diagnostics);
+    for d in &diagnostics {
+        assert_eq!(d["source"], "fettle");
+    }
+    // Insert the missing semicolon at the end of line 1 (UTF-16 column 27).
+    lsp.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [
+            { "range": { "start": { "line": 1, "character": 27 }, "end": { "line": 1, "character": 27 } }, "text": ";" } ] }),
+    );
+    let cleared = lsp.diagnostics(&uri, |d| d.is_empty());
+    assert!(cleared.is_empty());
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn python_syntax_error_positions_in_utf8() {
+    let ws = Workspace::new(&[]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-8"]), None);
+    let uri = ws.uri("bad.py");
+    lsp.open(&uri, "python", "x = '🦀'\nprint(x, (1 + 2)\n");
+    let diagnostics = lsp.diagnostics(&uri, |d| !d.is_empty());
+    insta::assert_json_snapshot!("broken_python_utf8", diagnostics);
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn closing_a_document_clears_its_diagnostics() {
+    let ws = Workspace::new(&[]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    let uri = ws.uri("x.rs");
+    lsp.open(&uri, "rust", "fn main( {}\n");
+    lsp.diagnostics(&uri, |d| !d.is_empty());
+    lsp.notify("textDocument/didClose", json!({ "textDocument": { "uri": uri } }));
+    lsp.diagnostics(&uri, |d| d.is_empty());
+    assert!(lsp.shutdown_and_exit().success());
+}

@@ -1,0 +1,398 @@
+//! Drives the real `fettle` binary over its stdio with real `Content-Length`
+//! framing. Every feature's end-to-end tests reuse this.
+//!
+//! The harness answers the server's own requests (configuration, progress
+//! tokens, registrations) like a real client would, keeps every notification,
+//! and checks the "every request is answered exactly once" rule on the way.
+
+#![allow(dead_code)] // Not every test binary uses every helper.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+enum Incoming {
+    Message(Value),
+    Closed,
+}
+
+pub struct Lsp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Incoming>,
+    next_id: i64,
+    responses: HashMap<Value, Value>,
+    answered: HashSet<Value>,
+    notifications: VecDeque<Value>,
+    /// Every request the server sent us, in order.
+    pub server_requests: Vec<Value>,
+    /// What we answer to `workspace/configuration` (one value per item).
+    pub configuration: Value,
+    stderr: Arc<Mutex<String>>,
+    closed: bool,
+}
+
+impl Lsp {
+    pub fn spawn() -> Self {
+        Self::spawn_with(&[], &[])
+    }
+
+    pub fn spawn_with(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fettle"));
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env("FETTLE_LOG", "debug")
+            // Keep the user's own config file out of tests.
+            .env("XDG_CONFIG_HOME", std::env::temp_dir().join("fettle-e2e-no-user-config"));
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
+        let mut child = cmd.spawn().expect("spawn fettle");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr_pipe = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || read_messages(stdout, tx));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stderr_pipe);
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                sink.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        });
+        Self {
+            child,
+            stdin,
+            rx,
+            next_id: 1,
+            responses: HashMap::new(),
+            answered: HashSet::new(),
+            notifications: VecDeque::new(),
+            server_requests: Vec::new(),
+            configuration: Value::Null,
+            stderr,
+            closed: false,
+        }
+    }
+
+    /// `initialize` + `initialized` with a workspace folder; returns the initialize result.
+    pub fn initialize(&mut self, root: &Path, capabilities: Value, options: Option<Value>) -> Value {
+        let uri = file_uri(root);
+        let mut params = json!({
+            "processId": std::process::id(),
+            "clientInfo": { "name": "fettle-e2e" },
+            "rootUri": uri,
+            "workspaceFolders": [ { "uri": uri, "name": "ws" } ],
+            "capabilities": capabilities,
+        });
+        if let Some(options) = options {
+            params["initializationOptions"] = options;
+        }
+        let result = self.request("initialize", params).expect("initialize failed");
+        self.notify("initialized", json!({}));
+        result
+    }
+
+    /// A client that supports what Fettle can use: hierarchical symbols, pull
+    /// configuration, progress, dynamic registration, and the given encodings.
+    pub fn capabilities(encodings: &[&str]) -> Value {
+        json!({
+            "general": { "positionEncodings": encodings },
+            "textDocument": {
+                "documentSymbol": { "hierarchicalDocumentSymbolSupport": true },
+                "publishDiagnostics": { "versionSupport": true },
+            },
+            "workspace": {
+                "configuration": true,
+                "didChangeConfiguration": { "dynamicRegistration": true },
+                "didChangeWatchedFiles": { "dynamicRegistration": true },
+                "workspaceFolders": true,
+                "symbol": {},
+            },
+            "window": { "workDoneProgress": true },
+        })
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        let body = serde_json::to_vec(message).unwrap();
+        let mut framed = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        framed.extend_from_slice(&body);
+        self.send_raw(&framed);
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin already closed");
+        stdin.write_all(bytes).expect("write to fettle");
+        stdin.flush().expect("flush to fettle");
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        id
+    }
+
+    /// Waits for the whole response message to request `id`.
+    pub fn response(&mut self, id: &Value) -> Value {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(response) = self.responses.remove(id) {
+                return response;
+            }
+            self.pump(deadline, &format!("the response to request {id}"));
+        }
+    }
+
+    /// Sends a request and returns its `result`, or its `error` object as `Err`.
+    pub fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
+        let id = self.send_request(method, params);
+        let response = self.response(&id);
+        match response.get("error") {
+            Some(error) => Err(error.clone()),
+            None => Ok(response.get("result").cloned().unwrap_or(Value::Null)),
+        }
+    }
+
+    /// Waits for (and consumes) the first notification `method` matching `pred`.
+    pub fn notification(&mut self, method: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(pos) = self.notifications.iter().position(|n| n["method"] == method && pred(&n["params"])) {
+                return self.notifications.remove(pos).unwrap()["params"].clone();
+            }
+            self.pump(deadline, &format!("a {method} notification"));
+        }
+    }
+
+    /// Notifications received so far and not consumed, without waiting.
+    pub fn pending_notifications(&mut self, method: &str) -> Vec<Value> {
+        while let Ok(Incoming::Message(message)) = self.rx.try_recv() {
+            self.dispatch(message);
+        }
+        self.notifications.iter().filter(|n| n["method"] == method).map(|n| n["params"].clone()).collect()
+    }
+
+    /// The diagnostics published for `uri` once they satisfy `pred`.
+    pub fn diagnostics(&mut self, uri: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let params = self.notification("textDocument/publishDiagnostics", |p| {
+            p["uri"] == uri && pred(p["diagnostics"].as_array().map(Vec::as_slice).unwrap_or(&[]))
+        });
+        params["diagnostics"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Polls a request until its result satisfies `pred` (for background work like indexing).
+    pub fn poll(&mut self, method: &str, params: Value, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let result = self.request(method, params.clone()).expect("request failed");
+            if pred(&result) {
+                return result;
+            }
+            assert!(Instant::now() < deadline, "{method} never satisfied the condition; last result: {result}\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn open(&mut self, uri: &str, language_id: &str, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({ "textDocument": { "uri": uri, "languageId": language_id, "version": 1, "text": text } }),
+        );
+    }
+
+    pub fn shutdown_and_exit(mut self) -> ExitStatus {
+        let result = self.request("shutdown", Value::Null);
+        assert_eq!(result, Ok(Value::Null));
+        self.notify("exit", Value::Null);
+        self.wait_exit()
+    }
+
+    /// Closes our end of stdin (if still open) and waits for the process.
+    pub fn wait_exit(mut self) -> ExitStatus {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "fettle did not exit\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn pump(&mut self, deadline: Instant, waiting_for: &str) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.rx.recv_timeout(left) {
+            Ok(Incoming::Message(message)) => self.dispatch(message),
+            Ok(Incoming::Closed) | Err(RecvTimeoutError::Disconnected) => {
+                self.closed = true;
+                panic!("fettle closed its stdout while waiting for {waiting_for}\n--- stderr ---\n{}", self.stderr())
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("timed out waiting for {waiting_for}\n--- stderr ---\n{}", self.stderr())
+            }
+        }
+    }
+
+    fn dispatch(&mut self, message: Value) {
+        let has_id = message.get("id").is_some();
+        if let Some(method) = message.get("method").and_then(Value::as_str) {
+            if has_id {
+                let reply = self.answer_server_request(method, &message["params"]);
+                self.server_requests.push(message.clone());
+                let id = message["id"].clone();
+                self.send(&json!({ "jsonrpc": "2.0", "id": id, "result": reply }));
+            } else {
+                self.notifications.push_back(message);
+            }
+            return;
+        }
+        // A response: exactly one per request id (a null id answers a message that had none).
+        let id = message["id"].clone();
+        if !id.is_null() {
+            assert!(self.answered.insert(id.clone()), "request {id} was answered twice: {message}");
+        }
+        self.responses.insert(id, message);
+    }
+
+    fn answer_server_request(&self, method: &str, params: &Value) -> Value {
+        match method {
+            "workspace/configuration" => {
+                let items = params["items"].as_array().map(Vec::len).unwrap_or(0);
+                Value::Array(vec![self.configuration.clone(); items])
+            }
+            _ => Value::Null,
+        }
+    }
+}
+
+impl Drop for Lsp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn read_messages(stdout: impl Read, tx: mpsc::Sender<Incoming>) {
+    let mut reader = BufReader::new(stdout);
+    loop {
+        let mut length = None;
+        loop {
+            let mut line = String::new();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => {
+                    let _ = tx.send(Incoming::Closed);
+                    return;
+                }
+                Ok(_) => {}
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(value) = line.strip_prefix("Content-Length:") {
+                length = value.trim().parse::<usize>().ok();
+            }
+        }
+        let Some(length) = length else {
+            panic!("fettle sent a message without Content-Length");
+        };
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            let _ = tx.send(Incoming::Closed);
+            return;
+        }
+        let message: Value = serde_json::from_slice(&body).expect("fettle sent invalid JSON");
+        if tx.send(Incoming::Message(message)).is_err() {
+            return;
+        }
+    }
+}
+
+pub fn file_uri(path: &Path) -> String {
+    url_of(path)
+}
+
+fn url_of(path: &Path) -> String {
+    let mut out = String::from("file://");
+    for byte in path.to_str().expect("utf-8 path").bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => out.push(byte as char),
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+/// A temporary workspace with the given files.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    pub fn new(files: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = Self { dir };
+        for (path, text) in files {
+            ws.write(path, text);
+        }
+        ws
+    }
+
+    pub fn root(&self) -> PathBuf {
+        // Canonical, so URIs match what the server derives from paths.
+        self.dir.path().canonicalize().expect("canonicalize")
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root().join(rel)
+    }
+
+    pub fn uri(&self, rel: &str) -> String {
+        file_uri(&self.path(rel))
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let path = self.dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// Replaces the workspace root in a JSON value with `$ROOT`, for snapshots.
+pub fn redact(value: &Value, root: &Path) -> Value {
+    let root_uri = file_uri(root);
+    let root_path = root.display().to_string();
+    match value {
+        Value::String(s) => Value::String(s.replace(&root_uri, "file://$ROOT").replace(&root_path, "$ROOT")),
+        Value::Array(items) => Value::Array(items.iter().map(|v| redact(v, root)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), redact(v, root))).collect()),
+        other => other.clone(),
+    }
+}
