@@ -115,6 +115,24 @@ fn doctor(path: Option<PathBuf>) -> i32 {
             for warning in &resolved.warnings {
                 println!("warning: {warning}");
             }
+            println!();
+            println!("models:");
+            for (name, model) in &resolved.config.models {
+                let target = match model.provider {
+                    crate::config::Provider::Local => {
+                        let path = model.expanded_path().map(|p| p.display().to_string()).unwrap_or_default();
+                        let present = if std::path::Path::new(&path).is_file() { "present" } else { "missing" };
+                        format!("{path} ({present})")
+                    }
+                    _ => format!(
+                        "{} at {}",
+                        model.model.as_deref().unwrap_or("(server default)"),
+                        model.effective_base_url().unwrap_or_default()
+                    ),
+                };
+                println!("  {name:<12} {:<10} {target}", model.provider.as_str());
+            }
+            println!("  (model inference is not in this build yet: it arrives with the model layer)");
         }
         Err(err) => {
             println!("error: {err}");

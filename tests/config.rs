@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use fettle::config::{
-    CommandPolicy, Config, ConfigLayers, FimTemplate, ModelConfig, Multiline, Provider, Source,
-    BUILTIN_MODEL,
+    CommandPolicy, Config, ConfigLayers, FimTemplate, ModelConfig, Multiline, Provider, Resolved,
+    Source, BUILTIN_MODEL,
 };
 use serde_json::json;
 
@@ -37,6 +37,7 @@ fn defaults_round_trip() {
 
     let resolved = ConfigLayers::default().resolve().unwrap();
     assert_eq!(resolved.config, config);
+    assert_eq!(Resolved::default().provenance, resolved.provenance);
     assert!(resolved.warnings.is_empty());
     assert!(resolved.provenance.values().all(|s| *s == Source::Default));
     assert_eq!(
@@ -429,11 +430,30 @@ fn reloading_a_broken_file_keeps_the_previous_layer() {
         "fettle.toml",
         "[completion]\ndebounce_ms = 10\n",
     );
-    let (mut layers, _) = ConfigLayers::load_files_from(None, &[tmp.path().to_path_buf()]);
+    let roots = [tmp.path().to_path_buf()];
+    let (mut layers, _) = ConfigLayers::load_files_from(None, &roots);
+    layers.set(
+        Source::InitializationOptions,
+        json!({"agent": {"timeout_s": 5}}),
+    );
     let source = Source::WorkspaceFile(file.clone());
+
     std::fs::write(&file, "[completion\n").unwrap();
     assert!(layers.reload_file(&source).is_err());
     assert_eq!(layers.resolve().unwrap().config.completion.debounce_ms, 10);
+    let errors = layers.reload_files_from(None, &roots);
+    assert_eq!(errors.len(), 1);
+    assert_eq!(layers.resolve().unwrap().config.completion.debounce_ms, 10);
+
+    std::fs::write(&file, "[completion]\ndebounce_ms = 20\n").unwrap();
+    assert_eq!(layers.reload_files_from(None, &roots), []);
+    let resolved = layers.resolve().unwrap();
+    assert_eq!(resolved.config.completion.debounce_ms, 20);
+    assert_eq!(
+        resolved.config.agent.timeout_s, 5,
+        "client layers are untouched"
+    );
+
     std::fs::remove_file(&file).unwrap();
     layers.reload_file(&source).unwrap();
     assert_eq!(
@@ -441,6 +461,26 @@ fn reloading_a_broken_file_keeps_the_previous_layer() {
         0,
         "a deleted file's layer goes"
     );
+}
+
+#[test]
+fn reloading_files_follows_the_current_roots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    write(&a, "fettle.toml", "[completion]\ndebounce_ms = 10\n");
+    write(&b, "fettle.toml", "[completion]\ndebounce_ms = 20\n");
+    let (mut layers, _) = ConfigLayers::load_files_from(None, &[a.clone(), b.clone()]);
+    assert_eq!(layers.resolve().unwrap().config.completion.debounce_ms, 20);
+    layers.reload_files_from(None, &[b.clone(), a.clone()]);
+    assert_eq!(layers.resolve().unwrap().config.completion.debounce_ms, 10);
+    layers.reload_files_from(None, &[b]);
+    assert_eq!(
+        layers.resolve().unwrap().config.completion.debounce_ms,
+        20,
+        "a removed root's file goes"
+    );
+    assert_eq!(layers.iter().count(), 1);
 }
 
 #[test]

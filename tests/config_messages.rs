@@ -181,6 +181,32 @@ fn render_lists_every_leaf_with_its_source_and_hides_secrets() {
     snapshot_settings().bind(|| insta::assert_snapshot!("render", text));
 }
 
+/// Every TOML and JSON example in the user documentation resolves cleanly.
+#[test]
+fn documentation_examples_resolve() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md"),
+    )
+    .unwrap();
+    let mut checked = 0;
+    for (i, block) in doc.split("```").enumerate().filter(|(i, _)| i % 2 == 1) {
+        let (lang, body) = block.split_once('\n').unwrap();
+        let value = match lang.trim() {
+            "toml" => parse_toml(body, Path::new("docs/configuration.md")).unwrap(),
+            "json" => serde_json::from_str(body).unwrap(),
+            _ => continue,
+        };
+        let mut layers = ConfigLayers::default();
+        layers.set(workspace(), value);
+        let resolved = layers
+            .resolve()
+            .unwrap_or_else(|e| panic!("example {i}: {e}"));
+        assert_eq!(resolved.warnings, Vec::<String>::new(), "example {i}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} examples found");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 

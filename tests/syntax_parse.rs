@@ -1,4 +1,6 @@
 //! Language detection and parsing (full and incremental, string and rope).
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::path::Path;
 
 use fettle::syntax::{parse_rope, parse_str, Language};
@@ -147,7 +149,10 @@ fn incremental_rope_parse_matches_full_parse() {
     });
     let incremental = parse_rope(Language::Rust, &rope, Some(&tree)).expect("parse");
     let full = parse_str(Language::Rust, &new_text, None).expect("parse");
-    assert_eq!(incremental.root_node().to_sexp(), full.root_node().to_sexp());
+    assert_eq!(
+        incremental.root_node().to_sexp(),
+        full.root_node().to_sexp()
+    );
     assert!(!incremental.root_node().has_error());
 }
 
@@ -166,5 +171,65 @@ fn parsers_work_across_threads() {
         .collect();
     for h in handles {
         h.join().expect("thread");
+    }
+}
+
+fn rope_point(rope: &Rope, byte: usize) -> Point {
+    let row = rope.byte_to_line(byte);
+    Point {
+        row,
+        column: byte - rope.line_to_byte(row),
+    }
+}
+
+/// Applies `replace chars [start, end) with insert` to the rope and the tree.
+fn edit(rope: &mut Rope, tree: &mut tree_sitter::Tree, start: usize, end: usize, insert: &str) {
+    let start_byte = rope.char_to_byte(start);
+    let old_end_byte = rope.char_to_byte(end);
+    let start_position = rope_point(rope, start_byte);
+    let old_end_position = rope_point(rope, old_end_byte);
+    rope.remove(start..end);
+    rope.insert(start, insert);
+    let new_end_byte = start_byte + insert.len();
+    tree.edit(&InputEdit {
+        start_byte,
+        old_end_byte,
+        new_end_byte,
+        start_position,
+        old_end_position,
+        new_end_position: rope_point(rope, new_end_byte),
+    });
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    #[test]
+    fn incremental_parses_match_full_parses(
+        edits in proptest::collection::vec(
+            (0.0f64..1.0, 0usize..20, proptest::sample::select(vec![
+                "", "x", ";", "}", "{", "fn f() {}\n", "é🎉", "\n", "let y = (1, 2);", "//",
+            ])),
+            1..8,
+        )
+    ) {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/syntax/rust.rs"),
+        ).expect("fixture");
+        let mut rope = Rope::from_str(&text);
+        let mut tree = parse_rope(Language::Rust, &rope, None).expect("parse");
+        for (at, len, insert) in edits {
+            let chars = rope.len_chars();
+            let start = ((chars as f64) * at) as usize;
+            let end = (start + len).min(chars);
+            edit(&mut rope, &mut tree, start, end, insert);
+            tree = parse_rope(Language::Rust, &rope, Some(&tree)).expect("parse");
+            let full = parse_str(Language::Rust, &rope.to_string(), None).expect("parse");
+            proptest::prop_assert_eq!(tree.root_node().end_byte(), rope.len_bytes());
+            // Error recovery may legitimately differ between incremental and
+            // fresh parses; valid code must not.
+            if !full.root_node().has_error() {
+                proptest::prop_assert_eq!(tree.root_node().to_sexp(), full.root_node().to_sexp());
+            }
+        }
     }
 }

@@ -5,6 +5,8 @@
 //! Update snapshots with `INSTA_UPDATE=always cargo test --test syntax_symbols`
 //! and review every changed line. To see a file's syntax tree while writing
 //! queries: `FETTLE_SYNTAX_DUMP=path cargo test --test syntax_symbols dump -- --ignored --nocapture`.
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -95,7 +97,11 @@ fn check_invariants(path: &Path, nodes: &[SymbolNode], parent: Option<&std::ops:
                 d.name
             );
         }
-        assert!(d.range.start >= prev_start, "{}: children out of order", path.display());
+        assert!(
+            d.range.start >= prev_start,
+            "{}: children out of order",
+            path.display()
+        );
         prev_start = d.range.start;
         check_invariants(path, &n.children, Some(&d.range));
     }
@@ -157,7 +163,9 @@ fixture_tests! {
 fn every_language_has_a_fixture() {
     for &lang in Language::ALL {
         assert!(
-            fixtures().iter().any(|p| Language::from_path(p) == Some(lang)),
+            fixtures()
+                .iter()
+                .any(|p| Language::from_path(p) == Some(lang)),
             "no fixture for {}",
             lang.name()
         );
@@ -186,14 +194,21 @@ fn dump() {
     loop {
         let node = cursor.node();
         if node.is_named() {
-            let field = cursor.field_name().map(|f| format!("{f}: ")).unwrap_or_default();
+            let field = cursor
+                .field_name()
+                .map(|f| format!("{f}: "))
+                .unwrap_or_default();
             let snippet: String = text[node.byte_range()].chars().take(40).collect();
             println!(
                 "{:indent$}{field}{} [{}] {:?}",
                 "",
                 node.kind(),
                 node.start_position().row + 1,
-                if node.child_count() == 0 { snippet } else { String::new() },
+                if node.child_count() == 0 {
+                    snippet
+                } else {
+                    String::new()
+                },
                 indent = depth * 2
             );
         }

@@ -108,17 +108,50 @@ impl ConfigLayers {
         roots: &[PathBuf],
     ) -> (Self, Vec<ConfigError>) {
         let mut layers = Self::default();
-        let mut errors = Vec::new();
+        let errors = layers.reload_files_from(user_file, roots);
+        (layers, errors)
+    }
+
+    /// Re-reads every file layer in place, for a file change or new
+    /// workspace folders; client layers are untouched. Files that are gone,
+    /// or whose root is no longer listed, drop out; a file that now fails to
+    /// read or parse keeps its previous layer (the last valid contents stay
+    /// in force) and is reported.
+    pub fn reload_files(&mut self, roots: &[PathBuf]) -> Vec<ConfigError> {
+        self.reload_files_from(user_config_path().as_deref(), roots)
+    }
+
+    /// [`Self::reload_files`] with an explicit user file (`None`: no user file).
+    pub fn reload_files_from(
+        &mut self,
+        user_file: Option<&Path>,
+        roots: &[PathBuf],
+    ) -> Vec<ConfigError> {
         let user = user_file.map(|p| Source::UserFile(p.to_path_buf()));
         let workspace = roots
             .iter()
             .map(|root| Source::WorkspaceFile(workspace_config_path(root)));
+        let mut errors = Vec::new();
+        let mut fresh = Vec::new();
         for source in user.into_iter().chain(workspace) {
-            if let Err(e) = layers.reload_file(&source) {
-                errors.push(e);
+            let Some(path) = source.file() else { continue };
+            match read_toml_file(path) {
+                Ok(Some(value)) => fresh.push((source, value)),
+                Ok(None) => {}
+                Err(e) => {
+                    errors.push(e);
+                    if let Some(old) = self.get(&source) {
+                        fresh.push((source.clone(), old.clone()));
+                    }
+                }
             }
         }
-        (layers, errors)
+        // Rebuilt rather than patched so the roots' current order decides.
+        self.layers.retain(|(s, _)| s.file().is_none());
+        for (source, value) in fresh {
+            self.set(source, value);
+        }
+        errors
     }
 
     /// Re-reads the file behind a `UserFile`/`WorkspaceFile` source: a
@@ -189,6 +222,20 @@ impl ConfigLayers {
     /// (a type error still stops at the first, as deserialization does).
     pub fn resolve_all(&self) -> Result<Resolved, Vec<ConfigError>> {
         resolve::resolve(&self.layers)
+    }
+}
+
+impl Default for Resolved {
+    /// The built-in defaults, all from [`Source::Default`]: what is in force
+    /// before any source has been read.
+    fn default() -> Self {
+        ConfigLayers::default()
+            .resolve()
+            .unwrap_or_else(|_| Resolved {
+                config: Config::default(),
+                provenance: BTreeMap::new(),
+                warnings: Vec::new(),
+            })
     }
 }
 

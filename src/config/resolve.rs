@@ -89,21 +89,28 @@ pub(crate) fn resolve(layers: &[(Source, Value)]) -> Result<Resolved, Vec<Config
         )
     }));
 
-    let mut provenance = BTreeMap::new();
-    let resolved_json = serde_json::to_value(&config).unwrap_or(Value::Null);
-    for segs in leaves(&resolved_json) {
-        let source = stack
-            .iter()
-            .rev()
-            .find(|layer| lookup(&layer.value, &segs).is_some())
-            .map_or(Source::Default, |layer| layer.source.clone());
-        provenance.insert(join_path(&segs), source);
-    }
+    let provenance = provenance(&stack, &config);
     Ok(Resolved {
         config,
         provenance,
         warnings,
     })
+}
+
+/// Each leaf of the resolved config → the highest layer that sets it.
+fn provenance(stack: &[Layer<'_>], config: &Config) -> BTreeMap<String, Source> {
+    let resolved_json = serde_json::to_value(config).unwrap_or(Value::Null);
+    leaves(&resolved_json)
+        .into_iter()
+        .map(|segs| {
+            let source = stack
+                .iter()
+                .rev()
+                .find(|layer| lookup(&layer.value, &segs).is_some())
+                .map_or(Source::Default, |layer| layer.source.clone());
+            (join_path(&segs), source)
+        })
+        .collect()
 }
 
 /// The built-in defaults as a layer.

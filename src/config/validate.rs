@@ -62,15 +62,13 @@ pub(crate) fn validate(config: &Config, is_default: &dyn Fn(&[Seg]) -> bool) -> 
     }
     f.positive(&["index", "max_file_bytes"], config.index.max_file_bytes);
     for (i, pattern) in config.index.exclude.iter().enumerate() {
-        if pattern.trim().is_empty() {
-            f.errors.push(Finding {
-                segs: vec![
-                    Seg::Key("index".into()),
-                    Seg::Key("exclude".into()),
-                    Seg::Index(i),
-                ],
-                message: "empty pattern".to_string(),
-            });
+        if let Err(message) = check_glob(pattern) {
+            let segs = vec![
+                Seg::Key("index".into()),
+                Seg::Key("exclude".into()),
+                Seg::Index(i),
+            ];
+            f.errors.push(Finding { segs, message });
         }
     }
     f.positive(
@@ -141,6 +139,20 @@ fn check_model(f: &mut Findings, name: &str, m: &ModelConfig, is_default: &dyn F
     }
     f.positive(&at("max_tokens"), m.max_tokens.into());
     f.positive(&at("timeout_ms"), m.timeout_ms);
+}
+
+/// Checks an `index.exclude` pattern the way the index will use it: as a
+/// gitignore-style glob in an override matcher.
+fn check_glob(pattern: &str) -> Result<(), String> {
+    if pattern.trim().is_empty() {
+        return Err("empty pattern".to_string());
+    }
+    let mut builder = ignore::overrides::OverrideBuilder::new("/");
+    // Checked without the index's `!` so the message quotes the user's text.
+    match builder.add(pattern) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Whether `s` looks like an environment variable's name rather than a

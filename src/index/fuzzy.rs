@@ -67,14 +67,67 @@ fn fold(c: char) -> char {
     }
 }
 
+/// What the DP runs on: bytes when name and query are ASCII (nearly
+/// always; no decoding, cheap folding), chars otherwise.
+trait Unit: Copy + Eq {
+    fn fold(self) -> Self;
+    fn is_upper(self) -> bool;
+    fn is_lower(self) -> bool;
+    fn is_alnum(self) -> bool;
+    fn is_digit(self) -> bool;
+}
+
+impl Unit for u8 {
+    fn fold(self) -> Self {
+        self.to_ascii_lowercase()
+    }
+    fn is_upper(self) -> bool {
+        self.is_ascii_uppercase()
+    }
+    fn is_lower(self) -> bool {
+        self.is_ascii_lowercase()
+    }
+    fn is_alnum(self) -> bool {
+        self.is_ascii_alphanumeric()
+    }
+    fn is_digit(self) -> bool {
+        self.is_ascii_digit()
+    }
+}
+
+impl Unit for char {
+    fn fold(self) -> Self {
+        fold(self)
+    }
+    fn is_upper(self) -> bool {
+        self.is_uppercase()
+    }
+    fn is_lower(self) -> bool {
+        self.is_lowercase()
+    }
+    fn is_alnum(self) -> bool {
+        self.is_alphanumeric()
+    }
+    fn is_digit(self) -> bool {
+        self.is_ascii_digit()
+    }
+}
+
 /// A prepared query plus scratch buffers, reused across candidates so
 /// scoring does not allocate per name.
 pub(crate) struct Matcher {
     query: Vec<char>,
     folded: Vec<char>,
+    /// `query` and `folded` as bytes, when the query is ASCII.
+    ascii: Option<(Vec<u8>, Vec<u8>)>,
     mask: u64,
-    name: Vec<char>,
-    name_folded: Vec<char>,
+    /// A non-ASCII name, decoded.
+    chars: Vec<char>,
+    rows: Rows,
+}
+
+#[derive(Default)]
+struct Rows {
     bonus: Vec<i32>,
     prev: Vec<i32>,
     prev_run: Vec<i32>,
@@ -91,17 +144,19 @@ impl Matcher {
         }
         let folded: Vec<char> = query.iter().map(|&c| fold(c)).collect();
         let mask = folded.iter().fold(0, |m, &c| m | char_bit(c));
+        let ascii = query.iter().all(char::is_ascii).then(|| {
+            (
+                query.iter().map(|&c| c as u8).collect(),
+                folded.iter().map(|&c| c as u8).collect(),
+            )
+        });
         Some(Self {
             query,
             folded,
+            ascii,
             mask,
-            name: Vec::new(),
-            name_folded: Vec::new(),
-            bonus: Vec::new(),
-            prev: Vec::new(),
-            prev_run: Vec::new(),
-            cur: Vec::new(),
-            cur_run: Vec::new(),
+            chars: Vec::new(),
+            rows: Rows::default(),
         })
     }
 
@@ -109,38 +164,69 @@ impl Matcher {
         self.mask
     }
 
-    /// Scores `name`, or `None` if the query is not a subsequence of it.
-    pub(crate) fn score(&mut self, name: &str) -> Option<Score> {
-        self.name.clear();
-        self.name_folded.clear();
-        self.name.extend(name.chars());
-        self.name_folded.extend(self.name.iter().map(|&c| fold(c)));
-        if !is_subsequence(&self.folded, &self.name_folded) {
-            return None;
+    /// Scores `name`, or `None` if the query is not a subsequence of it
+    /// or its tier is below `floor` (a name that cannot make the cut is
+    /// not worth the DP).
+    pub(crate) fn score(&mut self, name: &str, floor: u8) -> Option<Score> {
+        if let (Some((query, folded)), true) = (&self.ascii, name.is_ascii()) {
+            return score_units(&mut self.rows, name.as_bytes(), query, folded, floor);
         }
-        let n = self.name.len();
-        let m = self.folded.len();
-        let tier = if self.name_folded.starts_with(&self.folded) {
-            match n == m {
-                true if self.name == self.query => 4,
-                true => 3,
-                false => 2,
-            }
-        } else {
-            1
-        };
-        let points = self.points().unwrap_or(0);
-        Some(Score { tier, points })
+        self.chars.clear();
+        self.chars.extend(name.chars());
+        score_units(
+            &mut self.rows,
+            &self.chars,
+            &self.query,
+            &self.folded,
+            floor,
+        )
     }
+}
 
+fn score_units<T: Unit>(
+    rows: &mut Rows,
+    name: &[T],
+    query: &[T],
+    folded: &[T],
+    floor: u8,
+) -> Option<Score> {
+    let m = folded.len();
+    let mut j = 0;
+    for &c in name {
+        if c.fold() == folded[j] {
+            j += 1;
+            if j == m {
+                break;
+            }
+        }
+    }
+    if j < m {
+        return None;
+    }
+    let prefix = name.iter().zip(folded).all(|(c, f)| c.fold() == *f);
+    let tier = match (prefix, name.len() == m) {
+        (true, true) if name == query => 4,
+        (true, true) => 3,
+        (true, false) => 2,
+        (false, _) => 1,
+    };
+    if tier < floor {
+        return None;
+    }
+    Some(Score {
+        tier,
+        points: rows.points(name, query, folded),
+    })
+}
+
+impl Rows {
     /// The DP: `cur[i]` is the best score with the current query char
     /// matched at name position `i`; `cur_run[i]` is the boundary bonus of
     /// the contiguous run that position belongs to.
-    fn points(&mut self) -> Option<i32> {
-        let n = self.name.len().min(MAX_SCORED_CHARS);
+    fn points<T: Unit>(&mut self, name: &[T], query: &[T], folded: &[T]) -> i32 {
+        let n = name.len().min(MAX_SCORED_CHARS);
         self.bonus.clear();
-        self.bonus
-            .extend((0..n).map(|i| boundary_bonus(&self.name, i)));
+        self.bonus.extend((0..n).map(|i| boundary_bonus(name, i)));
         for row in [
             &mut self.prev,
             &mut self.prev_run,
@@ -150,21 +236,26 @@ impl Matcher {
             row.clear();
             row.resize(n, NEG);
         }
-        for (j, &qc) in self.folded.iter().enumerate() {
+        for (j, (&qc, &q_orig)) in folded.iter().zip(query).enumerate() {
+            // Smart case: only a capital typed on purpose asks for case.
+            let wants_case = q_orig.is_upper();
             let mut gap_best = NEG;
             for i in 0..n {
                 if i >= 2 {
                     gap_best = (gap_best - GAP_EXTEND).max(self.prev[i - 2] - GAP_START);
                 }
-                if self.name_folded[i] != qc {
+                let c = name[i];
+                if c.fold() != qc {
                     self.cur[i] = NEG;
                     self.cur_run[i] = 0;
                     continue;
                 }
-                // Smart case: only a capital typed on purpose asks for case.
-                let qc_orig = self.query[j];
-                let case = qc_orig.is_uppercase() && self.name[i] == qc_orig;
-                let base = MATCH + if case { CASE_MATCH } else { 0 };
+                let base = MATCH
+                    + if wants_case && c == q_orig {
+                        CASE_MATCH
+                    } else {
+                        0
+                    };
                 let bonus = self.bonus[i];
                 if j == 0 {
                     let leading = (i as i32).min(MAX_LEADING_PENALTY);
@@ -189,36 +280,37 @@ impl Matcher {
             std::mem::swap(&mut self.prev, &mut self.cur);
             std::mem::swap(&mut self.prev_run, &mut self.cur_run);
         }
-        self.prev.iter().copied().filter(|&s| s > NEG).max()
+        // No match inside the scored prefix of a very long name: zero.
+        self.prev
+            .iter()
+            .copied()
+            .filter(|&s| s > NEG)
+            .max()
+            .unwrap_or(0)
     }
 }
 
-fn is_subsequence(needle: &[char], hay: &[char]) -> bool {
-    let mut it = hay.iter();
-    needle.iter().all(|c| it.any(|h| h == c))
-}
-
-fn boundary_bonus(name: &[char], i: usize) -> i32 {
+fn boundary_bonus<T: Unit>(name: &[T], i: usize) -> i32 {
     let cur = name[i];
     if i == 0 {
         return BONUS_START;
     }
     let prev = name[i - 1];
-    if !cur.is_alphanumeric() {
+    if !cur.is_alnum() {
         return 0;
     }
-    if !prev.is_alphanumeric() {
+    if !prev.is_alnum() {
         return BONUS_BOUNDARY;
     }
-    if prev.is_lowercase() && cur.is_uppercase() {
+    if prev.is_lower() && cur.is_upper() {
         return BONUS_BOUNDARY;
     }
     // The last capital of an acronym starts a word: `HTTPServer` → `S`.
-    let next_lower = name.get(i + 1).is_some_and(|c| c.is_lowercase());
-    if prev.is_uppercase() && cur.is_uppercase() && next_lower {
+    let next_lower = name.get(i + 1).is_some_and(|c| c.is_lower());
+    if prev.is_upper() && cur.is_upper() && next_lower {
         return BONUS_BOUNDARY;
     }
-    if cur.is_ascii_digit() && !prev.is_ascii_digit() {
+    if cur.is_digit() && !prev.is_digit() {
         return BONUS_DIGIT;
     }
     0
@@ -237,7 +329,7 @@ mod tests {
     use super::*;
 
     fn score(q: &str, name: &str) -> Option<Score> {
-        Matcher::new(q).and_then(|mut m| m.score(name))
+        Matcher::new(q).and_then(|mut m| m.score(name, 0))
     }
 
     fn ranked<'a>(q: &str, names: &[&'a str]) -> Vec<&'a str> {
@@ -246,7 +338,7 @@ mod tests {
         };
         let mut hits: Vec<(Score, &str)> = names
             .iter()
-            .filter_map(|n| m.score(n).map(|s| (s, *n)))
+            .filter_map(|n| m.score(n, 0).map(|s| (s, *n)))
             .collect();
         hits.sort_by(|a, b| rank(*a, *b));
         hits.into_iter().map(|(_, n)| n).collect()

@@ -2,7 +2,7 @@
 //! consistent on every commit/removal. All methods run under the index's
 //! lock, so each is kept short; extraction happens before, outside it.
 
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -91,6 +91,33 @@ struct NameEntry {
     /// File slots referencing the name (each once).
     files: Vec<u32>,
 }
+
+/// A matched name during search, ordered best first.
+struct Hit<'a> {
+    score: Score,
+    name: &'a Arc<str>,
+    entry: &'a NameEntry,
+}
+
+impl Ord for Hit<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        fuzzy::rank((self.score, self.name), (other.score, other.name))
+    }
+}
+
+impl PartialOrd for Hit<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Hit<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Hit<'_> {}
 
 /// Impl blocks are outline containers, not definitions of their name: a
 /// `definitions("Foo")` must not return `impl Foo`.
@@ -470,7 +497,8 @@ impl Store {
     }
 
     /// Fuzzy search: names are scored once each (not per definition), the
-    /// best `limit` names are kept, then expanded to their definitions.
+    /// best `limit` names are kept in a heap, then expanded to their
+    /// definitions.
     pub(super) fn search(&self, query: &str, limit: usize) -> Vec<IndexedSymbol> {
         if limit == 0 {
             return Vec::new();
@@ -479,26 +507,32 @@ impl Store {
             return self.top_level(limit);
         };
         let mask = matcher.mask();
-        let mut hits: Vec<(Score, &Arc<str>, &NameEntry)> = Vec::new();
+        // Max-heap on rank order: the top is the worst hit kept so far.
+        let mut heap: BinaryHeap<Hit<'_>> = BinaryHeap::with_capacity(limit.min(1024));
         for (name, entry) in &self.names {
             if entry.defs.is_empty() || entry.mask & mask != mask {
                 continue;
             }
-            if let Some(score) = matcher.score(name) {
-                hits.push((score, name, entry));
+            let full = heap.len() >= limit;
+            let floor = if full {
+                heap.peek().map_or(0, |w| w.score.tier)
+            } else {
+                0
+            };
+            let Some(score) = matcher.score(name, floor) else {
+                continue;
+            };
+            let hit = Hit { score, name, entry };
+            if !full {
+                heap.push(hit);
+            } else if heap.peek().is_some_and(|worst| hit < *worst) {
+                heap.pop();
+                heap.push(hit);
             }
         }
-        let cmp = |a: &(Score, &Arc<str>, &NameEntry), b: &(Score, &Arc<str>, &NameEntry)| {
-            fuzzy::rank((a.0, a.1), (b.0, b.1))
-        };
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit - 1, cmp);
-            hits.truncate(limit);
-        }
-        hits.sort_unstable_by(cmp);
-        let mut out = Vec::with_capacity(limit.min(hits.len() * 2));
-        for (_, _, entry) in hits {
-            for (e, d) in self.named(entry) {
+        let mut out = Vec::with_capacity(limit.min(heap.len() * 2));
+        for hit in heap.into_sorted_vec() {
+            for (e, d) in self.named(hit.entry) {
                 if out.len() == limit {
                     return out;
                 }

@@ -36,9 +36,10 @@ pub async fn initialize(state: &Arc<State>, params: InitializeParams) -> Result<
 }
 
 pub async fn initialized(state: &Arc<State>, _: InitializedParams) {
-    state.mark_initialized();
     settings::pull_from_client(state).await;
     settings::apply(state).await;
+    // From here on a configuration change that touches the index re-indexes.
+    state.mark_initialized();
     register_dynamic_capabilities(state).await;
     workspace::start_indexing(state.clone(), None);
 }

@@ -9,7 +9,7 @@ use tower_lsp::lsp_types::{ConfigurationItem, MessageType};
 
 use super::state::{index_settings, State};
 use super::workspace;
-use crate::config::{ConfigLayers, Source};
+use crate::config::Source;
 
 /// The `workspace/configuration` section Fettle reads.
 pub const SECTION: &str = "fettle";
@@ -17,8 +17,8 @@ pub const SECTION: &str = "fettle";
 /// Re-reads the user and workspace files (client layers are kept apart and survive).
 pub async fn reload_files(state: &Arc<State>) {
     let roots = state.roots.read().clone();
-    let (files, errors) = ConfigLayers::load_files(&roots);
-    *state.file_layers.lock() = files;
+    // A file that no longer parses keeps its previous contents (and is reported).
+    let errors = state.file_layers.lock().reload_files(&roots);
     for error in errors {
         show_invalid(state, &error.to_string()).await;
     }
@@ -76,6 +76,7 @@ pub async fn apply(state: &Arc<State>) {
             let index_changed = index_settings(&old).max_file_bytes != resolved.config.index.max_file_bytes
                 || old.index.exclude != resolved.config.index.exclude
                 || old.index.enabled != resolved.config.index.enabled;
+            crate::logging::set_level(&resolved.config.log.level);
             state.set_config(resolved.config);
             tracing::info!("configuration applied");
             if index_changed && state.initialized() {

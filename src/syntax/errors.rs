@@ -12,7 +12,9 @@ const MAX_SNIPPET_CHARS: usize = 24;
 ///
 /// An ERROR's range is cut at the end of its first line: an unclosed bracket
 /// can make tree-sitter wrap the rest of the file in one ERROR, and
-/// underlining all of it helps nobody. MISSING nodes are zero-width.
+/// underlining all of it helps nobody. When an ERROR holds an opening
+/// bracket that is never closed, that bracket is reported instead
+/// (`unclosed "("`). MISSING nodes are zero-width.
 pub fn syntax_errors(tree: &Tree, text: &str, max: usize) -> Vec<SyntaxError> {
     let mut out = Vec::new();
     let root = tree.root_node();
@@ -59,20 +61,72 @@ fn missing_message(node: Node) -> String {
 }
 
 fn error_for(node: Node, text: &str) -> SyntaxError {
+    if let Some(open) = unclosed_bracket(node) {
+        return SyntaxError {
+            range: open.byte_range(),
+            message: format!("unclosed \"{}\"", open.kind()),
+        };
+    }
     let start = node.start_byte();
     let full = text.get(node.byte_range()).unwrap_or("");
-    let first_line_len = full.find(['\n', '\r']).unwrap_or(full.len());
-    let end = start + first_line_len;
-    let snippet = snippet(full);
+    let first_line = full.split(['\n', '\r']).next().unwrap_or("");
+    let snippet = snippet(first_line);
     let message = if snippet.is_empty() {
         "syntax error".to_owned()
     } else {
         format!("unexpected \"{snippet}\"")
     };
     SyntaxError {
-        range: start..end,
+        range: start..start + first_line.len(),
         message,
     }
+}
+
+/// Most leaves of an ERROR scanned for brackets; bounds the cost of a
+/// file-sized ERROR.
+const MAX_BRACKET_SCAN: usize = 10_000;
+
+/// The first opening bracket inside `error` that is never closed, when the
+/// ERROR has no stray closing bracket: then "unclosed" is the real problem.
+fn unclosed_bracket(error: Node) -> Option<Node> {
+    let mut open: Vec<Node> = Vec::new();
+    let mut cursor = error.walk();
+    let mut seen = 0;
+    'walk: loop {
+        let node = cursor.node();
+        if node.child_count() == 0 {
+            seen += 1;
+            if seen > MAX_BRACKET_SCAN {
+                return None;
+            }
+            let kind = node.kind();
+            if !node.is_named() && !node.is_missing() {
+                match kind {
+                    "(" | "[" | "{" => open.push(node),
+                    ")" | "]" | "}" => {
+                        let opener = match kind {
+                            ")" => "(",
+                            "]" => "[",
+                            _ => "{",
+                        };
+                        if open.last().map(|n| n.kind()) != Some(opener) {
+                            return None;
+                        }
+                        open.pop();
+                    }
+                    _ => {}
+                }
+            }
+        } else if cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() || cursor.node() == error {
+                break 'walk;
+            }
+        }
+    }
+    open.first().copied()
 }
 
 /// The start of the erroneous text on one line, truncated with `…`.

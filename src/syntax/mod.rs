@@ -90,4 +90,3 @@ pub struct SyntaxError {
     pub range: Range<usize>,
     pub message: String,
 }
-

@@ -9,7 +9,7 @@ use super::Language;
 thread_local! {
     // `Parser` is not `Sync` and is costly to create, so each thread keeps one
     // per language, created lazily.
-    static PARSERS: RefCell<Vec<Option<Parser>>> = RefCell::new(Vec::new());
+    static PARSERS: RefCell<Vec<Option<Parser>>> = const { RefCell::new(Vec::new()) };
 }
 
 fn new_parser(lang: Language) -> Option<Parser> {
@@ -60,9 +60,14 @@ pub fn parse_rope(lang: Language, text: &Rope, old: Option<&Tree>) -> Option<Tre
             return &[];
         }
         let (chunk, chunk_start, _, _) = text.chunk_at_byte(byte);
-        chunk.as_bytes().get(byte - chunk_start..).unwrap_or_default()
+        chunk
+            .as_bytes()
+            .get(byte - chunk_start..)
+            .unwrap_or_default()
     };
-    with_parser(lang, |parser| parser.parse_with_options(&mut read, old, None))
+    with_parser(lang, |parser| {
+        parser.parse_with_options(&mut read, old, None)
+    })
 }
 
 /// Parses a string. See [`parse_rope`] for the meaning of `old`.

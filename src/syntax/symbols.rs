@@ -1,7 +1,7 @@
 //! The symbol hierarchy, by byte-range containment.
 use std::cmp::Reverse;
 
-use super::{Definition, SymbolNode};
+use super::{Definition, SymbolKind, SymbolNode};
 
 /// Nests definitions by range containment: each goes under the innermost
 /// definition that strictly contains it; children are sorted by position.
@@ -17,15 +17,7 @@ pub fn symbol_tree(definitions: Vec<Definition>) -> Vec<SymbolNode> {
         sanitize(d);
     }
     // Outer before inner; the remaining keys only make ties deterministic.
-    defs.sort_by(|a, b| {
-        (a.range.start, Reverse(a.range.end), a.name_range.start, a.kind, &a.name).cmp(&(
-            b.range.start,
-            Reverse(b.range.end),
-            b.name_range.start,
-            b.kind,
-            &b.name,
-        ))
-    });
+    defs.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
 
     let mut parents: Vec<Option<usize>> = Vec::with_capacity(defs.len());
     let mut stack: Vec<usize> = Vec::new();
@@ -55,6 +47,31 @@ pub fn symbol_tree(definitions: Vec<Definition>) -> Vec<SymbolNode> {
     assemble(defs, &parents)
 }
 
+/// A total order: outer before inner, then every field, so that the result
+/// does not depend on the input order.
+#[allow(clippy::type_complexity)] // a tuple is the clearest lexicographic key
+fn sort_key(
+    d: &Definition,
+) -> (
+    usize,
+    Reverse<usize>,
+    usize,
+    usize,
+    SymbolKind,
+    &str,
+    Option<&str>,
+) {
+    (
+        d.range.start,
+        Reverse(d.range.end),
+        d.name_range.start,
+        d.name_range.end,
+        d.kind,
+        &d.name,
+        d.detail.as_deref(),
+    )
+}
+
 /// Widens the range to cover the name, so selection ⊆ range holds.
 fn sanitize(d: &mut Definition) {
     if d.name_range.start > d.name_range.end {
@@ -82,7 +99,10 @@ fn assemble(defs: Vec<Definition>, parents: &[Option<usize>]) -> Vec<SymbolNode>
         };
         // Children were pushed last-first.
         node.children.reverse();
-        match parents[i].and_then(|p| slots.get_mut(p)).and_then(Option::as_mut) {
+        match parents[i]
+            .and_then(|p| slots.get_mut(p))
+            .and_then(Option::as_mut)
+        {
             Some(parent) => parent.children.push(node),
             None => roots.push(node),
         }
@@ -94,9 +114,12 @@ fn assemble(defs: Vec<Definition>, parents: &[Option<usize>]) -> Vec<SymbolNode>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::syntax::SymbolKind;
 
-    fn def(name: &str, range: std::ops::Range<usize>, name_range: std::ops::Range<usize>) -> Definition {
+    fn def(
+        name: &str,
+        range: std::ops::Range<usize>,
+        name_range: std::ops::Range<usize>,
+    ) -> Definition {
         Definition {
             name: name.into(),
             kind: SymbolKind::Function,
@@ -145,7 +168,11 @@ mod tests {
 
     #[test]
     fn straddlers_are_clipped_or_lifted() {
-        let tree = symbol_tree(vec![def("a", 0..10, 0..1), def("b", 5..15, 6..7), def("c", 8..20, 12..13)]);
+        let tree = symbol_tree(vec![
+            def("a", 0..10, 0..1),
+            def("b", 5..15, 6..7),
+            def("c", 8..20, 12..13),
+        ]);
         assert_eq!(shape(&tree), "a(b) c");
         assert_eq!(tree[0].children[0].definition.range, 5..10);
     }

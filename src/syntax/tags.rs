@@ -91,42 +91,47 @@ fn kind_from_capture(suffix: &str) -> Option<SymbolKind> {
 /// Compiles and checks one language's query. Errors are returned, not
 /// panicked on, so that a bad query degrades to "no tags".
 fn compile(lang: Language) -> Result<TagQuery, String> {
-    let query = Query::new(&lang.ts_language(), query_source(lang))
+    compile_source(lang, query_source(lang))
+}
+
+fn compile_source(lang: Language, source: &str) -> Result<TagQuery, String> {
+    let query = Query::new(&lang.ts_language(), source)
         .map_err(|e| format!("tags query for {} is invalid: {e}", lang.name()))?;
     let mut roles = Vec::new();
     for name in query.capture_names() {
-        let role = if *name == "name" {
-            Role::Name
-        } else if let Some(kind) = name.strip_prefix("definition.") {
-            Role::Definition(kind_from_capture(kind).ok_or_else(|| {
-                format!("tags query for {}: unknown kind @{name}", lang.name())
-            })?)
-        } else if name.starts_with("reference.") {
-            Role::Reference
-        } else {
-            Role::Other
-        };
+        let role =
+            if *name == "name" {
+                Role::Name
+            } else if let Some(kind) = name.strip_prefix("definition.") {
+                Role::Definition(kind_from_capture(kind).ok_or_else(|| {
+                    format!("tags query for {}: unknown kind @{name}", lang.name())
+                })?)
+            } else if name.starts_with("reference.") {
+                Role::Reference
+            } else {
+                Role::Other
+            };
         roles.push(role);
     }
     Ok(TagQuery { query, roles })
 }
 
-/// The compiled query for `lang`, compiled once per process.
+/// The compiled query for `lang`, compiled on first use, once per process.
+/// Per language, because compiling a query costs up to ~100 ms: a Rust-only
+/// workspace should not pay for C++.
 fn tag_query(lang: Language) -> Option<&'static TagQuery> {
-    static QUERIES: OnceLock<Vec<Option<TagQuery>>> = OnceLock::new();
-    let table = QUERIES.get_or_init(|| {
-        Language::ALL
-            .iter()
-            .map(|&lang| match compile(lang) {
-                Ok(q) => Some(q),
-                Err(e) => {
-                    tracing::error!("{e}");
-                    None
-                }
-            })
-            .collect()
-    });
-    table.get(lang.index())?.as_ref()
+    static QUERIES: [OnceLock<Option<TagQuery>>; Language::ALL.len()] =
+        [const { OnceLock::new() }; Language::ALL.len()];
+    QUERIES
+        .get(lang.index())?
+        .get_or_init(|| match compile(lang) {
+            Ok(q) => Some(q),
+            Err(e) => {
+                tracing::error!("{e}");
+                None
+            }
+        })
+        .as_ref()
 }
 
 /// Checks that every language's query compiles; for tests and start-up logs.
@@ -143,8 +148,10 @@ pub fn check_queries() -> Result<(), String> {
 }
 
 /// A definition before dedup: which pattern produced it decides priority.
-struct Candidate {
+/// The detail is computed only for the winners.
+struct Candidate<'tree> {
     pattern: usize,
+    item: Node<'tree>,
     def: Definition,
 }
 
@@ -184,7 +191,7 @@ pub fn tags(lang: Language, tree: &Tree, text: &str) -> Tags {
                     kind,
                     range: item.byte_range(),
                     name_range: name.byte_range(),
-                    detail: detail::detail(lang, item, text),
+                    detail: None,
                 };
                 adjust::adjust(lang, &mut def, item, name, text);
                 if def.name.is_empty() {
@@ -194,26 +201,28 @@ pub fn tags(lang: Language, tree: &Tree, text: &str) -> Tags {
                 // rule); queries guarantee it, but widen rather than trust.
                 def.range = cover(&def.range, &def.name_range);
                 // Some items (C's `#define`) own their trailing newline.
-                def.range.end = trim_end(src, def.range.start.max(def.name_range.end), def.range.end);
+                def.range.end =
+                    trim_end(src, def.range.start.max(def.name_range.end), def.range.end);
                 candidates.push(Candidate {
                     pattern: m.pattern_index,
+                    item,
                     def,
                 });
             }
-            Role::Reference => {
-                if !name_text.is_empty() {
-                    references.push(Reference {
-                        name: name_text.to_owned(),
-                        range: name.byte_range(),
-                    });
-                }
+            Role::Reference if !name_text.is_empty() => {
+                references.push(Reference {
+                    name: name_text.to_owned(),
+                    range: name.byte_range(),
+                });
             }
             _ => {}
         }
     }
     drop(matches);
 
-    let definitions = dedup_definitions(candidates);
+    let definitions = dedup_definitions(candidates, |c| {
+        c.def.detail = detail::detail(lang, c.item, text);
+    });
     // A definition's own name is not a reference to it (`type_identifier`
     // patterns would otherwise catch `struct Foo`'s `Foo`).
     let def_names: HashSet<(usize, usize)> = definitions
@@ -231,7 +240,10 @@ pub fn tags(lang: Language, tree: &Tree, text: &str) -> Tags {
 
 /// One definition per name node: the earliest pattern wins; output sorted by
 /// position (start, then outermost first).
-fn dedup_definitions(candidates: Vec<Candidate>) -> Vec<Definition> {
+fn dedup_definitions(
+    candidates: Vec<Candidate>,
+    mut finish: impl FnMut(&mut Candidate),
+) -> Vec<Definition> {
     let mut best: HashMap<(usize, usize), Candidate> = HashMap::new();
     for c in candidates {
         let key = (c.def.name_range.start, c.def.name_range.end);
@@ -242,13 +254,24 @@ fn dedup_definitions(candidates: Vec<Candidate>) -> Vec<Definition> {
             }
         }
     }
-    let mut defs: Vec<Definition> = best.into_values().map(|c| c.def).collect();
+    let mut defs: Vec<Definition> = best
+        .into_values()
+        .map(|mut c| {
+            finish(&mut c);
+            c.def
+        })
+        .collect();
     defs.sort_by(|a, b| {
-        (a.range.start, std::cmp::Reverse(a.range.end), a.name_range.start).cmp(&(
-            b.range.start,
-            std::cmp::Reverse(b.range.end),
-            b.name_range.start,
-        ))
+        (
+            a.range.start,
+            std::cmp::Reverse(a.range.end),
+            a.name_range.start,
+        )
+            .cmp(&(
+                b.range.start,
+                std::cmp::Reverse(b.range.end),
+                b.name_range.start,
+            ))
     });
     defs
 }
@@ -267,4 +290,27 @@ fn cover(a: &Range<usize>, b: &Range<usize>) -> Range<usize> {
 
 pub(super) fn node_text<'a>(node: Node, text: &'a str) -> Option<&'a str> {
     text.get(node.byte_range())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_queries_are_errors_not_panics() {
+        let bad = compile_source(Language::Rust, "(no_such_node) @name");
+        assert!(bad.is_err());
+        let unknown_kind = compile_source(
+            Language::Rust,
+            "(function_item name: (identifier) @name) @definition.gizmo",
+        );
+        assert!(unknown_kind.err().is_some_and(|e| e.contains("gizmo")));
+    }
+
+    #[test]
+    fn every_query_compiles() {
+        if let Err(e) = check_queries() {
+            panic!("{e}");
+        }
+    }
 }

@@ -21,16 +21,19 @@ fn workspace_symbol_answers_from_the_background_index() {
     let ws = project();
     let mut lsp = Lsp::spawn();
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
-    let result = lsp.poll("workspace/symbol", json!({ "query": "parcon" }), |r| {
-        r.as_array().is_some_and(|a| !a.is_empty())
-    });
+    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+    let result = lsp.request("workspace/symbol", json!({ "query": "parcon" })).unwrap();
     // UTF-16: `/* 😀 */ pub fn ` is 16 units, so the name starts at character 16.
     insta::assert_json_snapshot!(redact(&result, &ws.root()));
     let all = lsp.request("workspace/symbol", json!({ "query": "" })).unwrap();
     let all = names(&all);
-    for expected in ["parse_config", "ConfigLoader", "HttpClient", "send_request", "renderPage", "PageProps"] {
+    // An empty query lists top-level symbols; nested ones need a query.
+    for expected in ["parse_config", "ConfigLoader", "HttpClient", "renderPage", "PageProps"] {
         assert!(all.iter().any(|n| n == expected), "{expected} missing from {all:?}");
     }
+    let nested = lsp.request("workspace/symbol", json!({ "query": "sendreq" })).unwrap();
+    assert_eq!(nested[0]["name"], "send_request", "{nested}");
+    assert_eq!(nested[0]["containerName"], "HttpClient", "{nested}");
     assert!(!all.iter().any(|n| n == "ignored_by_gitignore"), "gitignored file was indexed: {all:?}");
     assert!(lsp.shutdown_and_exit().success());
 }

@@ -11,16 +11,19 @@ pub(super) fn adjust(lang: Language, def: &mut Definition, item: Node, _name: No
                 def.name = name;
             }
         }
-        (Language::Python, SymbolKind::Variable) if is_upper_case(&def.name) => {
+        (Language::Python, SymbolKind::Variable | SymbolKind::Field)
+            if is_upper_case(&def.name) =>
+        {
             def.kind = SymbolKind::Constant;
         }
         (Language::Java, SymbolKind::Field) if is_upper_case(&def.name) => {
             def.kind = SymbolKind::Constant;
         }
-        (
-            Language::JavaScript | Language::TypeScript | Language::Tsx,
-            SymbolKind::Method,
-        ) if def.name == "constructor" => def.kind = SymbolKind::Constructor,
+        (Language::JavaScript | Language::TypeScript | Language::Tsx, SymbolKind::Method)
+            if def.name == "constructor" =>
+        {
+            def.kind = SymbolKind::Constructor
+        }
         _ => {}
     }
 }
