@@ -1,6 +1,7 @@
 //! `didChange` latency: single-character edits into a ~1 MB Rust file,
 //! through `Document::apply_changes` with UTF-16 positions, including the
-//! incremental reparse. Run with `cargo bench --bench did_change`.
+//! incremental reparse, on a ~1 MB and a ~128 KB file. Run with
+//! `cargo bench --bench did_change`.
 use std::time::{Duration, Instant};
 
 use fettle::document::Document;
@@ -8,7 +9,6 @@ use fettle::position::PositionEncoding;
 use fettle::syntax::{self, Language};
 use tower_lsp::lsp_types::{Position, Range, TextDocumentContentChangeEvent, Url};
 
-const TARGET_BYTES: usize = 1 << 20;
 const EDITS: usize = 2000;
 
 /// A realistic chunk of Rust; `{n}` makes every copy's names unique.
@@ -58,10 +58,10 @@ pub fn summarize_{n}(sensors: &[Sensor{n}]) -> Vec<(String, f64)> {
 }
 "#;
 
-fn source() -> String {
+fn source(target_bytes: usize) -> String {
     let mut text = String::from("use std::fmt;\n");
     let mut n = 0;
-    while text.len() < TARGET_BYTES {
+    while text.len() < target_bytes {
         text.push_str(&SNIPPET.replace("{n}", &n.to_string()));
         n += 1;
     }
@@ -87,8 +87,9 @@ fn change(start: Position, end: Position, text: &str) -> TextDocumentContentChan
     }
 }
 
-/// Times `EDITS` edits: type an `x` somewhere, then delete it again.
-fn run_edits(doc: &mut Document) -> Vec<Duration> {
+/// Times `EDITS` edits: type an `x` somewhere, then delete it again;
+/// `reparse` picks `apply_changes` over `apply_changes_deferred`.
+fn run_edits(doc: &mut Document, reparse: bool) -> Vec<Duration> {
     let enc = PositionEncoding::Utf16;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut times = Vec::with_capacity(EDITS);
@@ -99,7 +100,11 @@ fn run_edits(doc: &mut Document) -> Vec<Duration> {
         for edit in [change(at, at, "x"), change(at, after, "")] {
             version += 1;
             let start = Instant::now();
-            let result = doc.apply_changes(version, &[edit], enc);
+            let result = if reparse {
+                doc.apply_changes(version, &[edit], enc)
+            } else {
+                doc.apply_changes_deferred(version, &[edit], enc)
+            };
             times.push(start.elapsed());
             if let Err(err) = result {
                 eprintln!("edit rejected: {err}");
@@ -126,44 +131,49 @@ fn report(label: &str, mut times: Vec<Duration>) {
     );
 }
 
-fn main() {
-    let text = source();
-    let uri = |name: &str| Url::parse(&format!("file:///bench/{name}")).ok();
-    let (Some(rs_uri), Some(txt_uri)) = (uri("big.rs"), uri("big.txt")) else {
+fn bench_size(target_bytes: usize) {
+    let text = source(target_bytes);
+    let Ok(uri) = Url::parse("file:///bench/big.rs") else {
         eprintln!("bad bench URI");
         std::process::exit(1);
     };
-    println!(
-        "did_change: {:.2} MB of Rust, {} lines, {EDITS} single-char edits (UTF-16 positions)",
-        text.len() as f64 / 1e6,
-        text.lines().count(),
-    );
-
     let start = Instant::now();
-    let mut doc = Document::new(rs_uri, "rust".into(), 1, &text);
+    let doc = Document::new(uri, "rust".into(), 1, &text);
     let open = start.elapsed();
     let start = Instant::now();
     let full = syntax::parse_rope(Language::Rust, &doc.rope, None);
     let full_parse = start.elapsed();
-    if doc.tree.is_none() || full.is_none() {
+    let Some(tree) = doc.tree.as_ref().filter(|_| full.is_some()) else {
         eprintln!("no tree: the Rust grammar did not parse, so the reparse is not measured");
         std::process::exit(1);
-    }
+    };
     println!(
-        "open (rope + full parse): {:.1} ms; full parse alone: {:.1} ms",
+        "{:.2} MB of Rust, {} lines, {} top-level items: open {:.1} ms (full parse alone {:.1} ms)",
+        text.len() as f64 / 1e6,
+        text.lines().count(),
+        tree.root_node().named_child_count(),
         micros(open) / 1e3,
         micros(full_parse) / 1e3,
     );
-    report("apply_changes + incremental reparse", run_edits(&mut doc));
-
-    // The same edits without a grammar: what the sync itself costs.
-    let mut plain = Document::new(txt_uri, "plaintext".into(), 1, &text);
+    let mut parsed = doc.clone();
     report(
-        "apply_changes, no grammar (sync only)",
-        run_edits(&mut plain),
+        "  apply_changes (sync + incremental reparse)",
+        run_edits(&mut parsed, true),
     );
-    if plain.text() != text {
+    let mut deferred = doc;
+    report(
+        "  apply_changes_deferred (sync + tree.edit)",
+        run_edits(&mut deferred, false),
+    );
+    deferred.reparse();
+    if deferred.text() != text || parsed.text() != text {
         eprintln!("edits did not cancel out");
         std::process::exit(1);
     }
+}
+
+fn main() {
+    println!("did_change: {EDITS} single-char edits (type x, delete it), UTF-16 positions");
+    bench_size(1 << 20);
+    bench_size(128 << 10);
 }

@@ -218,6 +218,7 @@ fn search_latency(tree: &Path) {
     let queries = queries(&names);
 
     let mut samples = Vec::with_capacity(queries.len() * 3);
+    let mut slowest: Vec<(Duration, &str)> = Vec::new();
     let mut hits = 0;
     for round in 0..4 {
         for q in &queries {
@@ -227,6 +228,7 @@ fn search_latency(tree: &Path) {
             // Round 0 warms caches and is not counted.
             if round > 0 {
                 samples.push(took);
+                slowest.push((took, q));
                 hits += found.len();
             }
         }
@@ -242,6 +244,15 @@ fn search_latency(tree: &Path) {
         ms(pct(1.0)),
         hits as f64 / samples.len() as f64
     );
+    slowest.sort_by_key(|&(took, _)| std::cmp::Reverse(took));
+    let mut seen = std::collections::HashSet::new();
+    slowest.retain(|&(_, q)| seen.insert(q));
+    let worst: Vec<String> = slowest
+        .iter()
+        .take(5)
+        .map(|(d, q)| format!("{q:?} {:.2} ms", ms(*d)))
+        .collect();
+    println!("slowest queries: {}", worst.join(", "));
     let start = Instant::now();
     let top = index.search("", 100).len();
     println!(

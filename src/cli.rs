@@ -13,7 +13,11 @@ use crate::index::{IndexProgress, WorkspaceIndex};
 use crate::syntax::Language;
 
 #[derive(Debug, Parser)]
-#[command(name = "fettle", version, about = "A language server that puts a code agent inside any LSP editor")]
+#[command(
+    name = "fettle",
+    version,
+    about = "A language server that puts a code agent inside any LSP editor"
+)]
 struct Cli {
     /// Accepted and ignored: LSP always runs over stdio (VS Code passes this flag).
     #[arg(long, global = true, hide = true)]
@@ -64,7 +68,10 @@ pub fn main() -> i32 {
 
 fn serve() -> i32 {
     crate::logging::init("info");
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             tracing::error!(%err, "could not start the async runtime");
@@ -120,8 +127,15 @@ fn doctor(path: Option<PathBuf>) -> i32 {
             for (name, model) in &resolved.config.models {
                 let target = match model.provider {
                     crate::config::Provider::Local => {
-                        let path = model.expanded_path().map(|p| p.display().to_string()).unwrap_or_default();
-                        let present = if std::path::Path::new(&path).is_file() { "present" } else { "missing" };
+                        let path = model
+                            .expanded_path()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default();
+                        let present = if std::path::Path::new(&path).is_file() {
+                            "present"
+                        } else {
+                            "missing"
+                        };
                         format!("{path} ({present})")
                     }
                     _ => format!(
@@ -132,7 +146,9 @@ fn doctor(path: Option<PathBuf>) -> i32 {
                 };
                 println!("  {name:<12} {:<10} {target}", model.provider.as_str());
             }
-            println!("  (model inference is not in this build yet: it arrives with the model layer)");
+            println!(
+                "  (model inference is not in this build yet: it arrives with the model layer)"
+            );
         }
         Err(err) => {
             println!("error: {err}");
@@ -142,7 +158,11 @@ fn doctor(path: Option<PathBuf>) -> i32 {
     println!();
     println!("grammars:");
     for language in Language::ALL {
-        let status = if crate::syntax::parse_str(*language, "", None).is_some() { "ok" } else { "FAILED to load" };
+        let status = if crate::syntax::parse_str(*language, "", None).is_some() {
+            "ok"
+        } else {
+            "FAILED to load"
+        };
         println!("  {:<12} {status}", language.name());
     }
     code
@@ -168,12 +188,21 @@ fn index(path: Option<PathBuf>, query: Option<String>, json: bool) -> i32 {
     let index = WorkspaceIndex::new(crate::index::IndexSettings {
         max_file_bytes: config.index.max_file_bytes,
         exclude: config.index.exclude.clone(),
-        threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+        threads: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2),
     });
     let started = Instant::now();
-    let stats = index.index_roots(std::slice::from_ref(&root), &|_: IndexProgress| {}, &AtomicBool::new(false));
+    let stats = index.index_roots(
+        std::slice::from_ref(&root),
+        &|_: IndexProgress| {},
+        &AtomicBool::new(false),
+    );
     let elapsed = started.elapsed();
-    let matches = query.as_deref().map(|q| index.search(q, 20)).unwrap_or_default();
+    let matches = query
+        .as_deref()
+        .map(|q| index.search(q, 20))
+        .unwrap_or_default();
     if json {
         let matches: Vec<_> = matches
             .iter()
@@ -202,8 +231,18 @@ fn index(path: Option<PathBuf>, query: Option<String>, json: bool) -> i32 {
             stats.skipped
         );
         for s in &matches {
-            let container = s.container.as_deref().map(|c| format!(" (in {c})")).unwrap_or_default();
-            println!("{:?} {}{container}  {}:{}", s.kind, s.name, s.path.display(), s.selection.0.line + 1);
+            let container = s
+                .container
+                .as_deref()
+                .map(|c| format!(" (in {c})"))
+                .unwrap_or_default();
+            println!(
+                "{:?} {}{container}  {}:{}",
+                s.kind,
+                s.name,
+                s.path.display(),
+                s.selection.0.line + 1
+            );
         }
     }
     0

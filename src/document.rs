@@ -26,6 +26,11 @@ pub struct Document {
     /// by [`Document::apply_changes`] (edit `rope` directly and it goes stale,
     /// which only makes the tree's row/column wrong — nothing reads them).
     lone_crs: usize,
+    /// Text changed since `tree` was last parsed (see
+    /// [`Document::apply_changes_deferred`]).
+    needs_reparse: bool,
+    /// Bumped by every applied change; identifies the text a snapshot saw.
+    revision: u64,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -40,17 +45,26 @@ fn count_lone_cr_str(text: &str) -> usize {
 
 impl Document {
     pub fn new(uri: Url, language_id: String, version: i32, text: &str) -> Self {
+        let mut document = Self::new_unparsed(uri, language_id, version, text);
+        document.reparse();
+        document
+    }
+
+    /// A document whose first parse is left for later ([`reparse`](Self::reparse)
+    /// or [`install_tree`](Self::install_tree)): a full parse of a big file takes
+    /// far longer than a `didOpen` handler should.
+    pub fn new_unparsed(uri: Url, language_id: String, version: i32, text: &str) -> Self {
         let language = Language::detect(Some(&language_id), uri.to_file_path().ok().as_deref());
-        let rope = Rope::from_str(text);
-        let tree = language.and_then(|lang| crate::syntax::parse_rope(lang, &rope, None));
         Self {
             uri,
             version,
             language_id,
             language,
-            rope,
-            tree,
+            rope: Rope::from_str(text),
+            tree: None,
             lone_crs: count_lone_cr_str(text),
+            needs_reparse: language.is_some(),
+            revision: 0,
         }
     }
 
@@ -58,6 +72,24 @@ impl Document {
     /// against the result of the previous one, then one incremental reparse.
     /// A stale version changes nothing.
     pub fn apply_changes(
+        &mut self,
+        version: i32,
+        changes: &[TextDocumentContentChangeEvent],
+        enc: PositionEncoding,
+    ) -> Result<(), ChangeError> {
+        self.apply_changes_deferred(version, changes, enc)?;
+        self.reparse();
+        Ok(())
+    }
+
+    /// [`apply_changes`](Self::apply_changes) without the reparse: the text
+    /// is current and `tree` has been `edit`ed (its byte ranges outside the
+    /// changes are right) but not reparsed until [`reparse`](Self::reparse).
+    /// For a server that debounces parsing: tree-sitter's incremental
+    /// reparse grows with the number of top-level items (milliseconds on a
+    /// 1 MB file), the text sync itself takes microseconds. After a full
+    /// replacement `tree` is `None` until the reparse.
+    pub fn apply_changes_deferred(
         &mut self,
         version: i32,
         changes: &[TextDocumentContentChangeEvent],
@@ -78,9 +110,8 @@ impl Document {
                 None => self.replace_all(&change.text),
             }
         }
-        if !changes.is_empty() {
-            self.reparse();
-        }
+        self.needs_reparse |= !changes.is_empty();
+        self.revision += 1;
         self.version = version;
         Ok(())
     }
@@ -152,12 +183,41 @@ impl Document {
         self.lone_crs = (self.lone_crs + new).saturating_sub(old);
     }
 
-    /// Reparses (incrementally when there is an edited tree); with no
-    /// grammar, stays plain text.
-    fn reparse(&mut self) {
+    /// Brings `tree` up to date with the text, incrementally when there is
+    /// an edited tree; a no-op when nothing changed since the last parse or
+    /// there is no grammar.
+    pub fn reparse(&mut self) {
+        if !self.needs_reparse {
+            return;
+        }
+        self.needs_reparse = false;
         if let Some(lang) = self.language {
             self.tree = crate::syntax::parse_rope(lang, &self.rope, self.tree.as_ref());
         }
+    }
+
+    /// Identifies the current text: changes whenever a change is applied
+    /// (versions alone can repeat with misbehaving clients).
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Installs a tree parsed elsewhere (off the notification path) from the
+    /// text at `revision`. Refused when a change arrived since: that tree
+    /// would not have seen the change's `InputEdit`, while `self.tree` has.
+    pub fn install_tree(&mut self, revision: u64, tree: Option<Tree>) -> bool {
+        if revision != self.revision || !self.needs_reparse {
+            return false;
+        }
+        self.tree = tree;
+        self.needs_reparse = false;
+        true
+    }
+
+    /// Whether the text changed since `tree` was parsed (only after
+    /// [`apply_changes_deferred`](Self::apply_changes_deferred)).
+    pub fn needs_reparse(&self) -> bool {
+        self.needs_reparse
     }
 
     /// The whole text (a copy; prefer `rope` on hot paths).
@@ -209,10 +269,10 @@ mod tests {
         Document::new(uri, "plaintext".into(), 1, text)
     }
 
-    fn change(
-        range: Option<((u32, u32), (u32, u32))>,
-        text: &str,
-    ) -> TextDocumentContentChangeEvent {
+    /// `((line, character), (line, character))`.
+    type Span = ((u32, u32), (u32, u32));
+
+    fn change(range: Option<Span>, text: &str) -> TextDocumentContentChangeEvent {
         TextDocumentContentChangeEvent {
             range: range.map(|((l1, c1), (l2, c2))| {
                 Range::new(Position::new(l1, c1), Position::new(l2, c2))
@@ -248,11 +308,106 @@ mod tests {
         assert_eq!((d.text().as_str(), d.version), ("abc", 5));
     }
 
+    /// tree-sitter's view: rows count `\n` only, columns are bytes.
+    fn naive_point(text: &str, byte: usize) -> tree_sitter::Point {
+        let before = &text.as_bytes()[..byte];
+        let row = before.iter().filter(|&&b| b == b'\n').count();
+        let col = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(byte, |i| byte - i - 1);
+        tree_sitter::Point::new(row, col)
+    }
+
+    #[test]
+    fn input_edits_are_exact() {
+        let texts = ["fn a() {}\nlet 😀 = 1;\r\n", "a\rb\r\nc\rd\n😀x\r"];
+        let edits: &[(usize, usize, &str)] = &[
+            (0, 0, "x"),
+            (3, 9, ""),
+            (2, 5, "\n\r\n"),
+            (1, 2, "\r"),
+            (4, 4, "😀\n"),
+            (0, 14, "z"),
+        ];
+        for text in texts {
+            for &(start, end, insert) in edits {
+                let mut d = doc(text);
+                let edit = d.input_edit(start, end, insert);
+                let mut after = text.to_owned();
+                after.replace_range(start..end, insert);
+                assert_eq!(
+                    edit.start_position,
+                    naive_point(text, start),
+                    "{text:?} {start}"
+                );
+                assert_eq!(
+                    edit.old_end_position,
+                    naive_point(text, end),
+                    "{text:?} {end}"
+                );
+                let new_end = naive_point(&after, start + insert.len());
+                assert_eq!(edit.new_end_position, new_end, "{text:?} {insert:?}");
+                assert_eq!(edit.new_end_byte, start + insert.len());
+                d.replace_bytes(start..end, insert);
+                assert_eq!(d.text(), after);
+                assert_eq!(d.lone_crs, count_lone_cr_str(&after), "{after:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn deferred_reparse() {
+        let uri = Url::parse("file:///tmp/lib.rs").unwrap();
+        let mut d = Document::new(uri, "rust".into(), 1, "fn a() {}");
+        let edit = change(Some(((0, 3), (0, 4))), "b");
+        d.apply_changes_deferred(2, &[edit], PositionEncoding::Utf16)
+            .unwrap();
+        assert!(d.needs_reparse());
+        d.reparse();
+        assert!(!d.needs_reparse());
+        assert_eq!(d.text(), "fn b() {}");
+        if let Some(tree) = &d.tree {
+            assert_eq!(tree.root_node().byte_range(), 0..9);
+        }
+    }
+
+    #[test]
+    fn a_tree_parsed_elsewhere_is_installed_only_if_no_change_came_since() {
+        let uri = Url::parse("file:///tmp/lib.rs").unwrap();
+        let mut d = Document::new_unparsed(uri, "rust".into(), 1, "fn a() {}");
+        assert!(d.needs_reparse() && d.tree.is_none());
+        let seen = d.revision();
+        let parsed = crate::syntax::parse_rope(Language::Rust, &d.rope.clone(), None);
+        // A change arrives while the tree was being parsed: the stale tree is refused.
+        let edit = change(Some(((0, 3), (0, 4))), "b");
+        d.apply_changes_deferred(2, &[edit], PositionEncoding::Utf16)
+            .unwrap();
+        assert!(!d.install_tree(seen, parsed));
+        assert!(d.needs_reparse());
+        // A tree for the current text is accepted.
+        let current = d.revision();
+        let parsed = crate::syntax::parse_rope(Language::Rust, &d.rope.clone(), None);
+        assert!(d.install_tree(current, parsed));
+        assert!(!d.needs_reparse());
+        assert_eq!(
+            d.tree
+                .as_ref()
+                .unwrap()
+                .root_node()
+                .utf8_text(d.text().as_bytes())
+                .unwrap(),
+            "fn b() {}"
+        );
+        // Nothing to install once up to date.
+        assert!(!d.install_tree(current, None));
+    }
+
     #[test]
     fn lone_cr_count_tracks_edits() {
         let mut d = doc("a\rb\r\nc");
         assert_eq!(d.lone_crs, 1);
-        let steps: &[(((u32, u32), (u32, u32)), &str)] = &[
+        let steps: &[(Span, &str)] = &[
             (((1, 0), (1, 0)), "\n"), // "a\r\nb..." joins the lone CR
             (((0, 1), (1, 0)), "\r"), // replaces "\r\n" with "\r"
             (((0, 1), (0, 1)), "\r"), // "a\r\rb"

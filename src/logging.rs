@@ -20,14 +20,26 @@ pub fn init(default_level: &str) {
         .and_then(|directive| EnvFilter::try_new(directive).ok())
         .unwrap_or_else(|| EnvFilter::new(default_level));
     let (filter, handle) = reload::Layer::new(filter);
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_target(false);
-    if tracing_subscriber::registry().with(filter).with(fmt).try_init().is_ok() && from_env.is_none() {
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false);
+    if tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .try_init()
+        .is_ok()
+        && from_env.is_none()
+    {
         // Only a level that did not come from FETTLE_LOG may be changed by configuration.
         let _ = RELOAD.set(handle);
     }
     std::panic::set_hook(Box::new(|info| {
         let detail = crate::lsp::guard::panic_message(info.payload());
-        let location = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
         tracing::error!(%location, "panic: {detail}");
     }));
 }
@@ -41,6 +53,8 @@ pub fn set_level(directive: &str) {
                 tracing::warn!(%err, "could not change the log level");
             }
         }
-        Err(err) => tracing::warn!(%directive, %err, "log.level is not a valid filter; keeping the current one"),
+        Err(err) => {
+            tracing::warn!(%directive, %err, "log.level is not a valid filter; keeping the current one")
+        }
     }
 }

@@ -105,7 +105,10 @@ fn update_file_after_modification_and_deletion() {
         index.files_referencing("parse_pairs"),
         [dir.path().join("src/main.rs")]
     );
-    assert_eq!(index.files_referencing("split_pairs"), [lib.clone()]);
+    assert_eq!(
+        index.files_referencing("split_pairs"),
+        std::slice::from_ref(&lib)
+    );
     assert_eq!(index.stats().definitions, before.definitions);
 
     fs::remove_file(&lib).unwrap();
@@ -130,6 +133,9 @@ fn update_file_after_modification_and_deletion() {
     index.update_file(&dir.path().join("pkg"));
     assert_eq!(index.definitions("in_new_dir").len(), 1);
     assert!(index.definitions("in_new_target").is_empty());
+    // A watcher's delete event for a folder names only the folder.
+    index.remove_file(&dir.path().join("pkg"));
+    assert!(index.definitions("in_new_dir").is_empty());
 }
 
 #[test]

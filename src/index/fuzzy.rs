@@ -126,13 +126,19 @@ pub(crate) struct Matcher {
     rows: Rows,
 }
 
+/// The DP's two rows, sparse: only positions where the query char occurs.
 #[derive(Default)]
 struct Rows {
-    bonus: Vec<i32>,
-    prev: Vec<i32>,
-    prev_run: Vec<i32>,
-    cur: Vec<i32>,
-    cur_run: Vec<i32>,
+    prev: Vec<Cell>,
+    cur: Vec<Cell>,
+}
+
+#[derive(Clone, Copy)]
+struct Cell {
+    pos: usize,
+    score: i32,
+    /// Boundary bonus of the contiguous run this match ends.
+    run: i32,
 }
 
 impl Matcher {
@@ -220,34 +226,23 @@ fn score_units<T: Unit>(
 }
 
 impl Rows {
-    /// The DP: `cur[i]` is the best score with the current query char
-    /// matched at name position `i`; `cur_run[i]` is the boundary bonus of
-    /// the contiguous run that position belongs to.
+    /// Best points over all alignments of `query` in `name`. Per query
+    /// char, each position where it occurs is extended either from the
+    /// previous char's match right before it (a run, which keeps the
+    /// bonus of the run's first char) or from an earlier one across a gap
+    /// (affine penalty, tracked as a running max).
     fn points<T: Unit>(&mut self, name: &[T], query: &[T], folded: &[T]) -> i32 {
-        let n = name.len().min(MAX_SCORED_CHARS);
-        self.bonus.clear();
-        self.bonus.extend((0..n).map(|i| boundary_bonus(name, i)));
-        for row in [
-            &mut self.prev,
-            &mut self.prev_run,
-            &mut self.cur,
-            &mut self.cur_run,
-        ] {
-            row.clear();
-            row.resize(n, NEG);
-        }
+        let name = &name[..name.len().min(MAX_SCORED_CHARS)];
+        self.prev.clear();
         for (j, (&qc, &q_orig)) in folded.iter().zip(query).enumerate() {
             // Smart case: only a capital typed on purpose asks for case.
             let wants_case = q_orig.is_upper();
-            let mut gap_best = NEG;
-            for i in 0..n {
-                if i >= 2 {
-                    gap_best = (gap_best - GAP_EXTEND).max(self.prev[i - 2] - GAP_START);
-                }
-                let c = name[i];
+            self.cur.clear();
+            let mut k = 0;
+            // max over previous cells at pos <= i - 2 of score + GAP_EXTEND * pos
+            let mut gap_key = NEG;
+            for (i, &c) in name.iter().enumerate().skip(j) {
                 if c.fold() != qc {
-                    self.cur[i] = NEG;
-                    self.cur_run[i] = 0;
                     continue;
                 }
                 let base = MATCH
@@ -256,37 +251,46 @@ impl Rows {
                     } else {
                         0
                     };
-                let bonus = self.bonus[i];
+                let bonus = boundary_bonus(name, i);
                 if j == 0 {
                     let leading = (i as i32).min(MAX_LEADING_PENALTY);
-                    self.cur[i] = base + bonus - leading;
-                    self.cur_run[i] = bonus;
+                    self.cur.push(Cell {
+                        pos: i,
+                        score: base + bonus - leading,
+                        run: bonus,
+                    });
                     continue;
                 }
-                let mut best = NEG;
-                let mut run = 0;
-                if i >= 1 && self.prev[i - 1] > NEG {
-                    let run_bonus = self.prev_run[i - 1];
-                    best = self.prev[i - 1] + bonus.max(run_bonus).max(BONUS_CONSECUTIVE);
-                    run = run_bonus;
+                while let Some(p) = self.prev.get(k).filter(|p| p.pos + 2 <= i) {
+                    gap_key = gap_key.max(p.score + GAP_EXTEND * p.pos as i32);
+                    k += 1;
                 }
-                if gap_best > NEG && gap_best + bonus > best {
-                    best = gap_best + bonus;
-                    run = bonus;
+                let (mut best, mut run) = (NEG, 0);
+                if let Some(p) = self.prev.get(k).filter(|p| p.pos + 1 == i) {
+                    best = p.score + bonus.max(p.run).max(BONUS_CONSECUTIVE);
+                    run = p.run;
                 }
-                self.cur[i] = if best > NEG { base + best } else { NEG };
-                self.cur_run[i] = run;
+                if gap_key > NEG {
+                    let gap = gap_key - GAP_START - GAP_EXTEND * (i as i32 - 2) + bonus;
+                    if gap > best {
+                        (best, run) = (gap, bonus);
+                    }
+                }
+                if best > NEG {
+                    self.cur.push(Cell {
+                        pos: i,
+                        score: base + best,
+                        run,
+                    });
+                }
             }
             std::mem::swap(&mut self.prev, &mut self.cur);
-            std::mem::swap(&mut self.prev_run, &mut self.cur_run);
+            if self.prev.is_empty() {
+                // Matches only beyond the scored prefix of a very long name.
+                return 0;
+            }
         }
-        // No match inside the scored prefix of a very long name: zero.
-        self.prev
-            .iter()
-            .copied()
-            .filter(|&s| s > NEG)
-            .max()
-            .unwrap_or(0)
+        self.prev.iter().map(|c| c.score).max().unwrap_or(0)
     }
 }
 

@@ -10,7 +10,10 @@
 //! `update_file`/`remove_file` (what a client does on save or close).
 mod extract;
 mod fuzzy;
+mod fxhash;
 mod store;
+#[cfg(test)]
+mod tests;
 mod walk;
 
 use std::path::{Path, PathBuf};
@@ -196,7 +199,7 @@ impl WorkspaceIndex {
                 break;
             };
             let loaded = Language::from_path(path)
-                .ok_or(Skip::Unreadable)
+                .ok_or(Skip::NoGrammar)
                 .and_then(|lang| {
                     let text = walk::read_source(path, settings.max_file_bytes)?;
                     Ok(extract::extract(lang, &text))
@@ -210,7 +213,8 @@ impl WorkspaceIndex {
                     stats.references += data.reference_count();
                     batch.push((path, Some(data)));
                 }
-                Err(_) => {
+                Err(why) => {
+                    tracing::trace!(path = %path.display(), ?why, "not indexed");
                     stats.skipped += 1;
                     // Drops an earlier version that is now too big, binary, ...
                     batch.push((path, None));
@@ -282,13 +286,15 @@ impl WorkspaceIndex {
             None
         };
         let Some(data) = data else {
-            let mut gone = vec![path.to_path_buf()];
-            // A deleted directory arrives as one event for its path.
-            if !path.exists() {
-                gone.extend(self.store.read().paths_under(path));
-            }
+            // Gone may mean a deleted directory: drop what was under it.
+            let under = if path.exists() {
+                Vec::new()
+            } else {
+                self.store.read().paths_under(path)
+            };
             let mut store = self.store.write();
-            for p in &gone {
+            store.remove(path, seq);
+            for p in &under {
                 store.remove(p, seq);
             }
             return;
@@ -298,7 +304,12 @@ impl WorkspaceIndex {
 
     fn update_dir(&self, dir: &Path, filter: &RootFilter) {
         let known = self.store.read().paths_under(dir);
-        let settings = self.settings();
+        // Excludes are relative to the workspace root, not `dir`: leave them
+        // to `filter`, which knows the root.
+        let settings = IndexSettings {
+            exclude: Vec::new(),
+            ..self.settings()
+        };
         let found: Vec<PathBuf> = if filter.accepts(dir, true) {
             let never = AtomicBool::new(false);
             walk::collect_files(&[dir.to_path_buf()], &settings, &never)
@@ -349,9 +360,16 @@ impl WorkspaceIndex {
         };
     }
 
+    /// Drops `path`, and everything indexed under it when it names a
+    /// directory (a deleted folder arrives as one event).
     pub fn remove_file(&self, path: &Path) {
         let seq = self.ticket();
-        self.store.write().remove(path, seq);
+        let under = self.store.read().paths_under(path);
+        let mut store = self.store.write();
+        store.remove(path, seq);
+        for p in &under {
+            store.remove(p, seq);
+        }
     }
 
     /// Whether the walk would index `path` if it has a grammar and passes

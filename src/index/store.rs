@@ -2,52 +2,16 @@
 //! consistent on every commit/removal. All methods run under the index's
 //! lock, so each is kept short; extraction happens before, outside it.
 
-use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BinaryHeap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::extract::FileData;
 use super::fuzzy::{self, Matcher, Score};
+use super::fxhash::FxMap;
 use super::{FileInfo, IndexStats, IndexedSymbol};
 use crate::position::TextPoint;
 use crate::syntax::{Language, SymbolKind};
-
-/// FxHash: names and paths are not attacker-controlled, and SipHash is a
-/// measurable share of commit time during a cold index.
-#[derive(Default, Clone, Copy)]
-pub(super) struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(c);
-            self.add(u64::from_le_bytes(word));
-        }
-        for &b in chunks.remainder() {
-            self.add(u64::from(b));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Where a commit's text came from; decides who wins over an open buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +49,8 @@ struct FileEntry {
 /// One interned name. It exists while some file defines or references it,
 /// so the map's keys double as the interner.
 struct NameEntry {
-    mask: u64,
+    /// Index in `Store::defined` while the name has definitions.
+    listed: Option<u32>,
     /// (file slot, index into its `defs`).
     defs: Vec<(u32, u32)>,
     /// File slots referencing the name (each once).
@@ -96,7 +61,6 @@ struct NameEntry {
 struct Hit<'a> {
     score: Score,
     name: &'a Arc<str>,
-    entry: &'a NameEntry,
 }
 
 impl Ord for Hit<'_> {
@@ -135,6 +99,9 @@ pub(super) struct Store {
     free: Vec<u32>,
     by_path: FxMap<Arc<Path>, u32>,
     names: FxMap<Arc<str>, NameEntry>,
+    /// Names with definitions and their char masks: what search scans,
+    /// dense so the scan does not walk reference-only names.
+    defined: Vec<(u64, Arc<str>)>,
     tombstones: FxMap<Arc<Path>, u64>,
     lines: usize,
     bytes: u64,
@@ -202,9 +169,15 @@ impl Store {
             })
             .collect();
         for (i, d) in defs.iter().enumerate() {
-            if is_global(d.kind) {
-                if let Some(e) = self.names.get_mut(&*d.name) {
-                    e.defs.push((slot, i as u32));
+            if !is_global(d.kind) {
+                continue;
+            }
+            if let Some(e) = self.names.get_mut(&*d.name) {
+                e.defs.push((slot, i as u32));
+                if e.listed.is_none() {
+                    e.listed = Some(self.defined.len() as u32);
+                    self.defined
+                        .push((fuzzy::char_mask(&d.name), d.name.clone()));
                 }
             }
         }
@@ -272,7 +245,7 @@ impl Store {
         }
         let k: Arc<str> = Arc::from(name);
         let entry = NameEntry {
-            mask: fuzzy::char_mask(name),
+            listed: None,
             defs: Vec::new(),
             files: Vec::new(),
         };
@@ -334,8 +307,22 @@ impl Store {
         }
     }
 
-    /// Drops the entries of `old`'s names that nothing uses any more.
+    /// After `old` was replaced or removed: unlists its names that lost
+    /// their last definition, and drops the entries nothing uses any more.
     fn drop_unused(&mut self, old: &FileEntry) {
+        for d in &old.defs {
+            let Some(e) = self.names.get_mut(&*d.name).filter(|e| e.defs.is_empty()) else {
+                continue;
+            };
+            if let Some(i) = e.listed.take() {
+                self.defined.swap_remove(i as usize);
+                if let Some((_, moved)) = self.defined.get(i as usize) {
+                    if let Some(m) = self.names.get_mut(&**moved) {
+                        m.listed = Some(i);
+                    }
+                }
+            }
+        }
         let names = old
             .defs
             .iter()
@@ -396,6 +383,18 @@ impl Store {
             .filter(|p| p.starts_with(dir))
             .map(|p| p.to_path_buf())
             .collect()
+    }
+
+    #[cfg(test)]
+    pub(super) fn name_count(&self) -> usize {
+        // Every listed name is a defined one, and each is listed once.
+        for (i, (_, n)) in self.defined.iter().enumerate() {
+            let entry = self.names.get(&**n);
+            assert!(entry.is_some_and(|e| e.listed == Some(i as u32) && !e.defs.is_empty()));
+        }
+        let defined = self.names.values().filter(|e| !e.defs.is_empty()).count();
+        assert_eq!(defined, self.defined.len());
+        self.names.len()
     }
 
     pub(super) fn contains(&self, path: &Path) -> bool {
@@ -509,8 +508,8 @@ impl Store {
         let mask = matcher.mask();
         // Max-heap on rank order: the top is the worst hit kept so far.
         let mut heap: BinaryHeap<Hit<'_>> = BinaryHeap::with_capacity(limit.min(1024));
-        for (name, entry) in &self.names {
-            if entry.defs.is_empty() || entry.mask & mask != mask {
+        for (name_mask, name) in &self.defined {
+            if name_mask & mask != mask {
                 continue;
             }
             let full = heap.len() >= limit;
@@ -522,7 +521,7 @@ impl Store {
             let Some(score) = matcher.score(name, floor) else {
                 continue;
             };
-            let hit = Hit { score, name, entry };
+            let hit = Hit { score, name };
             if !full {
                 heap.push(hit);
             } else if heap.peek().is_some_and(|worst| hit < *worst) {
@@ -532,7 +531,10 @@ impl Store {
         }
         let mut out = Vec::with_capacity(limit.min(heap.len() * 2));
         for hit in heap.into_sorted_vec() {
-            for (e, d) in self.named(hit.entry) {
+            let Some(entry) = self.names.get(&**hit.name) else {
+                continue;
+            };
+            for (e, d) in self.named(entry) {
                 if out.len() == limit {
                     return out;
                 }

@@ -20,6 +20,7 @@ const BINARY_SNIFF: usize = 8 << 10;
 /// Why a file is not indexed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Skip {
+    NoGrammar,
     TooLarge,
     Binary,
     /// Gone, a directory, or unreadable.

@@ -22,7 +22,7 @@ const MAX_SYNTAX_DIAGNOSTICS: usize = 100;
 pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let item = params.text_document;
     let uri = item.uri.clone();
-    let document = Document::new(item.uri, item.language_id, item.version, &item.text);
+    let document = Document::new_unparsed(item.uri, item.language_id, item.version, &item.text);
     tracing::debug!(%uri, language = ?document.language, version = document.version, "opened");
     state.documents.insert(uri.clone(), document);
     schedule_analysis(state, uri);
@@ -37,7 +37,10 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
             tracing::warn!(%uri, version, "didChange for a document that is not open; ignored");
             return;
         };
-        if let Err(err) = document.apply_changes(version, &params.content_changes, encoding) {
+        // Text and tree edits only (microseconds); the reparse runs later, once per burst.
+        if let Err(err) =
+            document.apply_changes_deferred(version, &params.content_changes, encoding)
+        {
             tracing::warn!(%uri, %err, "didChange ignored");
             return;
         }
@@ -71,7 +74,10 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
             tokio::task::spawn_blocking(move || index.update_file(&path));
         }
     }
-    state.client.publish_diagnostics(uri, Vec::new(), None).await;
+    state
+        .client
+        .publish_diagnostics(uri, Vec::new(), None)
+        .await;
 }
 
 /// Debounced work after a change: syntax diagnostics and the index entry for
@@ -85,10 +91,15 @@ fn schedule_analysis(state: &Arc<State>, uri: Url) {
         if state.generation(&uri) != generation {
             return;
         }
-        let Some(snapshot) = state.snapshot(&uri) else { return };
+        let Some(snapshot) = state.parsed_snapshot(&uri).await else {
+            return;
+        };
         let version = snapshot.version;
         let encoding = state.encoding();
-        let index_path = uri.to_file_path().ok().filter(|path| is_in_workspace(&state, path));
+        let index_path = uri
+            .to_file_path()
+            .ok()
+            .filter(|path| is_in_workspace(&state, path));
         let index = state.index();
         let diagnostics_enabled = config.diagnostics.enabled;
         let computed = tokio::task::spawn_blocking(move || {
@@ -114,7 +125,10 @@ fn schedule_analysis(state: &Arc<State>, uri: Url) {
         if state.generation(&uri) != generation {
             return;
         }
-        state.client.publish_diagnostics(uri, diagnostics, Some(version)).await;
+        state
+            .client
+            .publish_diagnostics(uri, diagnostics, Some(version))
+            .await;
     });
 }
 
@@ -124,13 +138,23 @@ pub fn reindex_buffer(state: &Arc<State>, uri: &Url) {
     if !is_in_workspace(state, &path) {
         return;
     }
-    let Some(snapshot) = state.snapshot(uri) else { return };
+    let Some(snapshot) = state.snapshot(uri) else {
+        return;
+    };
     let index = state.index();
-    tokio::task::spawn_blocking(move || index.update_text(&path, snapshot.language, &snapshot.rope.to_string()));
+    tokio::task::spawn_blocking(move || {
+        index.update_text(&path, snapshot.language, &snapshot.rope.to_string())
+    });
 }
 
-pub fn syntax_diagnostics(snapshot: &Snapshot, text: &str, encoding: PositionEncoding) -> Vec<Diagnostic> {
-    let Some(tree) = &snapshot.tree else { return Vec::new() };
+pub fn syntax_diagnostics(
+    snapshot: &Snapshot,
+    text: &str,
+    encoding: PositionEncoding,
+) -> Vec<Diagnostic> {
+    let Some(tree) = &snapshot.tree else {
+        return Vec::new();
+    };
     syntax::syntax_errors(tree, text, MAX_SYNTAX_DIAGNOSTICS)
         .into_iter()
         .map(|error| Diagnostic {

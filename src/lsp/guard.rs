@@ -72,13 +72,17 @@ where
         let id = req.id().cloned();
         let method = req.method().to_owned();
         if method == "shutdown" {
-            self.lifecycle.shutdown_requested.store(true, Ordering::SeqCst);
+            self.lifecycle
+                .shutdown_requested
+                .store(true, Ordering::SeqCst);
         }
         let lifecycle = self.lifecycle.clone();
         // Building the future can run handler code too, so it is guarded as well.
         let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
             Ok(fut) => fut,
-            Err(payload) => return futures::future::ready(Ok(panic_response(id, &method, payload))).boxed(),
+            Err(payload) => {
+                return futures::future::ready(Ok(panic_response(id, &method, payload))).boxed()
+            }
         };
         async move {
             let result = match AssertUnwindSafe(fut).catch_unwind().await {
@@ -109,7 +113,11 @@ fn without_null_params(req: Request) -> Request {
     }
 }
 
-fn panic_response(id: Option<tower_lsp::jsonrpc::Id>, method: &str, payload: Box<dyn Any + Send>) -> Option<Response> {
+fn panic_response(
+    id: Option<tower_lsp::jsonrpc::Id>,
+    method: &str,
+    payload: Box<dyn Any + Send>,
+) -> Option<Response> {
     let detail = panic_message(payload.as_ref());
     tracing::error!(%method, panic = %detail, "handler panicked; answering with InternalError");
     // Notifications have no id and get no response.

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use serde_json::json;
 use tower_lsp::jsonrpc::Result;
 use tower_lsp::lsp_types::{
-    DocumentSymbolOptions, InitializeParams, InitializeResult, InitializedParams, OneOf, Registration,
-    SaveOptions, ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
-    TextDocumentSyncOptions, TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities,
-    WorkspaceServerCapabilities, WorkspaceSymbolOptions,
+    DocumentSymbolOptions, InitializeParams, InitializeResult, InitializedParams, OneOf,
+    Registration, SaveOptions, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
+    TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions,
+    WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities, WorkspaceSymbolOptions,
 };
 
 use super::settings;
@@ -20,7 +20,11 @@ use crate::position::PositionEncoding;
 
 pub async fn initialize(state: &Arc<State>, params: InitializeParams) -> Result<InitializeResult> {
     let encoding = PositionEncoding::negotiate(
-        params.capabilities.general.as_ref().and_then(|general| general.position_encodings.as_deref()),
+        params
+            .capabilities
+            .general
+            .as_ref()
+            .and_then(|general| general.position_encodings.as_deref()),
     );
     *state.roots.write() = workspace::roots_from(&params);
     state.set_session(encoding, params.capabilities.clone());
@@ -32,7 +36,10 @@ pub async fn initialize(state: &Arc<State>, params: InitializeParams) -> Result<
     }
     settings::apply(state).await;
 
-    Ok(InitializeResult { capabilities: capabilities(encoding), server_info: Some(server_info()) })
+    Ok(InitializeResult {
+        capabilities: capabilities(encoding),
+        server_info: Some(server_info()),
+    })
 }
 
 pub async fn initialized(state: &Arc<State>, _: InitializedParams) {
@@ -51,19 +58,26 @@ pub async fn shutdown(state: &Arc<State>) -> Result<()> {
 }
 
 pub fn server_info() -> ServerInfo {
-    ServerInfo { name: "fettle".to_owned(), version: Some(env!("CARGO_PKG_VERSION").to_owned()) }
+    ServerInfo {
+        name: "fettle".to_owned(),
+        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+    }
 }
 
 pub fn capabilities(encoding: PositionEncoding) -> ServerCapabilities {
     ServerCapabilities {
         position_encoding: Some(encoding.to_lsp()),
-        text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
-            open_close: Some(true),
-            change: Some(TextDocumentSyncKind::INCREMENTAL),
-            will_save: None,
-            will_save_wait_until: None,
-            save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions { include_text: Some(false) })),
-        })),
+        text_document_sync: Some(TextDocumentSyncCapability::Options(
+            TextDocumentSyncOptions {
+                open_close: Some(true),
+                change: Some(TextDocumentSyncKind::INCREMENTAL),
+                will_save: None,
+                will_save_wait_until: None,
+                save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions {
+                    include_text: Some(false),
+                })),
+            },
+        )),
         document_symbol_provider: Some(OneOf::Right(DocumentSymbolOptions {
             label: Some("Fettle".to_owned()),
             work_done_progress_options: Default::default(),
@@ -86,16 +100,26 @@ pub fn capabilities(encoding: PositionEncoding) -> ServerCapabilities {
 /// Asks for file-watching and configuration-change events where the client
 /// supports registering them dynamically.
 async fn register_dynamic_capabilities(state: &Arc<State>) {
-    let Some(workspace) = state.capabilities().and_then(|caps| caps.workspace.clone()) else { return };
+    let Some(workspace) = state.capabilities().and_then(|caps| caps.workspace.clone()) else {
+        return;
+    };
     let mut registrations = Vec::new();
-    if workspace.did_change_watched_files.and_then(|c| c.dynamic_registration).unwrap_or(false) {
+    if workspace
+        .did_change_watched_files
+        .and_then(|c| c.dynamic_registration)
+        .unwrap_or(false)
+    {
         registrations.push(Registration {
             id: "fettle/watched-files".to_owned(),
             method: "workspace/didChangeWatchedFiles".to_owned(),
             register_options: Some(json!({ "watchers": [ { "globPattern": "**/*" } ] })),
         });
     }
-    if workspace.did_change_configuration.and_then(|c| c.dynamic_registration).unwrap_or(false) {
+    if workspace
+        .did_change_configuration
+        .and_then(|c| c.dynamic_registration)
+        .unwrap_or(false)
+    {
         registrations.push(Registration {
             id: "fettle/configuration".to_owned(),
             method: "workspace/didChangeConfiguration".to_owned(),

@@ -31,7 +31,8 @@ pub async fn serve_stdio() -> i32 {
     let (service, socket) = builder.finish();
     let service = guard::Guarded::new(service, lifecycle.clone());
     let transport = transport::spawn(tokio::io::stdin(), tokio::io::stdout());
-    let serve = tower_lsp::Server::new(transport.server_input, transport.server_output, socket).serve(service);
+    let serve = tower_lsp::Server::new(transport.server_input, transport.server_output, socket)
+        .serve(service);
     tokio::select! {
         () = serve => tracing::info!("input closed"),
         () = lifecycle.exited() => tracing::info!("exit received"),

@@ -5,8 +5,9 @@
 use tower_lsp::lsp_types::notification::Progress as ProgressNotification;
 use tower_lsp::lsp_types::request::WorkDoneProgressCreate;
 use tower_lsp::lsp_types::{
-    NumberOrString, ProgressParams, ProgressParamsValue, ProgressToken, WorkDoneProgress, WorkDoneProgressBegin,
-    WorkDoneProgressCreateParams, WorkDoneProgressEnd, WorkDoneProgressReport,
+    NumberOrString, ProgressParams, ProgressParamsValue, ProgressToken, WorkDoneProgress,
+    WorkDoneProgressBegin, WorkDoneProgressCreateParams, WorkDoneProgressEnd,
+    WorkDoneProgressReport,
 };
 use tower_lsp::Client;
 
@@ -25,7 +26,9 @@ impl Progress {
                 let token = NumberOrString::String(state.next_progress_token());
                 let created = state
                     .client
-                    .send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams { token: token.clone() })
+                    .send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams {
+                        token: token.clone(),
+                    })
                     .await;
                 match created {
                     Ok(()) => Some(token),
@@ -37,7 +40,10 @@ impl Progress {
             }
             None => None,
         };
-        let progress = Self { client: state.client.clone(), token };
+        let progress = Self {
+            client: state.client.clone(),
+            token,
+        };
         progress
             .send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
                 title: title.to_owned(),
@@ -59,7 +65,10 @@ impl Progress {
     }
 
     pub async fn end(self, message: String) {
-        self.send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message) })).await;
+        self.send(WorkDoneProgress::End(WorkDoneProgressEnd {
+            message: Some(message),
+        }))
+        .await;
     }
 
     async fn send(&self, value: WorkDoneProgress) {

@@ -15,7 +15,9 @@ pub struct Server {
 
 impl Server {
     pub fn new(client: Client) -> Self {
-        Self { state: Arc::new(State::new(client)) }
+        Self {
+            state: Arc::new(State::new(client)),
+        }
     }
 }
 
@@ -62,11 +64,17 @@ impl LanguageServer for Server {
         workspace::did_change_workspace_folders(&self.state, params).await
     }
 
-    async fn document_symbol(&self, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
+    async fn document_symbol(
+        &self,
+        params: DocumentSymbolParams,
+    ) -> Result<Option<DocumentSymbolResponse>> {
         symbols::document_symbol(&self.state, params).await
     }
 
-    async fn symbol(&self, params: WorkspaceSymbolParams) -> Result<Option<Vec<SymbolInformation>>> {
+    async fn symbol(
+        &self,
+        params: WorkspaceSymbolParams,
+    ) -> Result<Option<Vec<SymbolInformation>>> {
         symbols::workspace_symbol(&self.state, params).await
     }
 }
@@ -79,7 +87,10 @@ impl Server {
     }
 
     pub async fn debug_sleep(&self, params: serde_json::Value) -> Result<serde_json::Value> {
-        let ms = params.get("ms").and_then(serde_json::Value::as_u64).unwrap_or(1000);
+        let ms = params
+            .get("ms")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(1000);
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         Ok(serde_json::json!({ "slept_ms": ms }))
     }

@@ -34,13 +34,18 @@ pub async fn pull_from_client(state: &Arc<State>) {
     if !supported {
         return;
     }
-    let items = vec![ConfigurationItem { scope_uri: None, section: Some(SECTION.to_owned()) }];
+    let items = vec![ConfigurationItem {
+        scope_uri: None,
+        section: Some(SECTION.to_owned()),
+    }];
     match state.client.configuration(items).await {
         Ok(mut values) => {
             let value = values.drain(..).next().unwrap_or(Value::Null);
             set_client_layer(state, Source::WorkspaceConfiguration, value);
         }
-        Err(err) => tracing::warn!(%err, "workspace/configuration failed; keeping the current configuration"),
+        Err(err) => {
+            tracing::warn!(%err, "workspace/configuration failed; keeping the current configuration")
+        }
     }
 }
 
@@ -69,11 +74,15 @@ pub async fn apply(state: &Arc<State>) {
                 tracing::warn!(warnings = %text, "configuration warnings");
                 state
                     .client
-                    .show_message(MessageType::WARNING, format!("fettle: configuration: {text}"))
+                    .show_message(
+                        MessageType::WARNING,
+                        format!("fettle: configuration: {text}"),
+                    )
                     .await;
             }
             let old = state.config();
-            let index_changed = index_settings(&old).max_file_bytes != resolved.config.index.max_file_bytes
+            let index_changed = index_settings(&old).max_file_bytes
+                != resolved.config.index.max_file_bytes
                 || old.index.exclude != resolved.config.index.exclude
                 || old.index.enabled != resolved.config.index.enabled;
             crate::logging::set_level(&resolved.config.log.level);
@@ -99,7 +108,10 @@ async fn show_invalid(state: &State, error: &str) {
 }
 
 /// Push-style clients send the settings; pull-style ones just say "changed".
-pub async fn did_change_configuration(state: &Arc<State>, params: tower_lsp::lsp_types::DidChangeConfigurationParams) {
+pub async fn did_change_configuration(
+    state: &Arc<State>,
+    params: tower_lsp::lsp_types::DidChangeConfigurationParams,
+) {
     match params.settings.get(SECTION) {
         Some(section) => set_client_layer(state, Source::WorkspaceConfiguration, section.clone()),
         None => pull_from_client(state).await,

@@ -47,7 +47,10 @@ pub struct Snapshot {
     pub version: i32,
     pub language: Option<Language>,
     pub rope: Rope,
+    /// Up to date with `rope` unless `needs_reparse` (then only `edit`ed).
     pub tree: Option<Tree>,
+    pub revision: u64,
+    pub needs_reparse: bool,
 }
 
 impl State {
@@ -111,7 +114,36 @@ impl State {
             language: doc.language,
             rope: doc.rope.clone(),
             tree: doc.tree.clone(),
+            revision: doc.revision(),
+            needs_reparse: doc.needs_reparse(),
         })
+    }
+
+    /// A snapshot whose tree matches its text: reparses on the blocking pool
+    /// when edits came in since the last parse (parsing is kept out of
+    /// `didChange`, where it would cost milliseconds per keystroke on big
+    /// files), and shares the result with the document when still current.
+    pub async fn parsed_snapshot(&self, uri: &Url) -> Option<Snapshot> {
+        let mut snapshot = self.snapshot(uri)?;
+        if !snapshot.needs_reparse {
+            return Some(snapshot);
+        }
+        let (language, rope, old) = (
+            snapshot.language,
+            snapshot.rope.clone(),
+            snapshot.tree.take(),
+        );
+        let parsed = tokio::task::spawn_blocking(move || {
+            language.and_then(|lang| crate::syntax::parse_rope(lang, &rope, old.as_ref()))
+        })
+        .await
+        .ok()?;
+        if let Some(mut doc) = self.documents.get_mut(uri) {
+            doc.install_tree(snapshot.revision, parsed.clone());
+        }
+        snapshot.tree = parsed;
+        snapshot.needs_reparse = false;
+        Some(snapshot)
     }
 
     /// Bumps and returns the document's analysis generation.
@@ -135,7 +167,10 @@ impl State {
     }
 
     pub fn next_progress_token(&self) -> String {
-        format!("fettle/{}", self.progress_tokens.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "fettle/{}",
+            self.progress_tokens.fetch_add(1, Ordering::Relaxed)
+        )
     }
 }
 
@@ -143,6 +178,8 @@ pub fn index_settings(config: &Config) -> IndexSettings {
     IndexSettings {
         max_file_bytes: config.index.max_file_bytes,
         exclude: config.index.exclude.clone(),
-        threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2),
+        threads: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2),
     }
 }

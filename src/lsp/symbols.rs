@@ -6,8 +6,8 @@ use std::sync::Arc;
 use ropey::Rope;
 use tower_lsp::jsonrpc::{Error, Result};
 use tower_lsp::lsp_types::{
-    DocumentSymbol, DocumentSymbolParams, DocumentSymbolResponse, Location, Range, SymbolInformation,
-    SymbolKind as LspSymbolKind, Url, WorkspaceSymbolParams,
+    DocumentSymbol, DocumentSymbolParams, DocumentSymbolResponse, Location, Range,
+    SymbolInformation, SymbolKind as LspSymbolKind, Url, WorkspaceSymbolParams,
 };
 
 use super::state::{Snapshot, State};
@@ -18,9 +18,12 @@ use crate::syntax::{self, Language, SymbolKind, SymbolNode};
 /// How many matches `workspace/symbol` returns; clients show a short list anyway.
 const WORKSPACE_SYMBOL_LIMIT: usize = 256;
 
-pub async fn document_symbol(state: &Arc<State>, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
+pub async fn document_symbol(
+    state: &Arc<State>,
+    params: DocumentSymbolParams,
+) -> Result<Option<DocumentSymbolResponse>> {
     let uri = params.text_document.uri;
-    let snapshot = match state.snapshot(&uri) {
+    let snapshot = match state.parsed_snapshot(&uri).await {
         Some(snapshot) => snapshot,
         None => read_from_disk(&uri).await?,
     };
@@ -34,7 +37,12 @@ pub async fn document_symbol(state: &Arc<State>, params: DocumentSymbolParams) -
     let response = tokio::task::spawn_blocking(move || {
         let nodes = symbol_nodes(&snapshot);
         if hierarchical {
-            DocumentSymbolResponse::Nested(nodes.iter().map(|n| to_document_symbol(n, &snapshot.rope, encoding)).collect())
+            DocumentSymbolResponse::Nested(
+                nodes
+                    .iter()
+                    .map(|n| to_document_symbol(n, &snapshot.rope, encoding))
+                    .collect(),
+            )
         } else {
             let mut flat = Vec::new();
             flatten(&nodes, None, &snapshot, encoding, &mut flat);
@@ -46,27 +54,47 @@ pub async fn document_symbol(state: &Arc<State>, params: DocumentSymbolParams) -
     Ok(Some(response))
 }
 
-pub async fn workspace_symbol(state: &Arc<State>, params: WorkspaceSymbolParams) -> Result<Option<Vec<SymbolInformation>>> {
+pub async fn workspace_symbol(
+    state: &Arc<State>,
+    params: WorkspaceSymbolParams,
+) -> Result<Option<Vec<SymbolInformation>>> {
     let index = state.index();
     let encoding = state.encoding();
     let query = params.query;
     let symbols = tokio::task::spawn_blocking(move || index.search(&query, WORKSPACE_SYMBOL_LIMIT))
         .await
         .map_err(|err| internal(format!("workspace/symbol failed: {err}")))?;
-    Ok(Some(symbols.iter().filter_map(|symbol| to_symbol_information(symbol, encoding)).collect()))
+    Ok(Some(
+        symbols
+            .iter()
+            .filter_map(|symbol| to_symbol_information(symbol, encoding))
+            .collect(),
+    ))
 }
 
 /// A closed file can still be asked for its symbols: read it from disk.
 async fn read_from_disk(uri: &Url) -> Result<Snapshot> {
-    let path = uri
-        .to_file_path()
-        .map_err(|()| Error::invalid_params(format!("unknown document {uri}: it is not open and is not a file URI")))?;
-    let text = tokio::fs::read_to_string(&path)
-        .await
-        .map_err(|err| Error::invalid_params(format!("unknown document {uri}: it is not open and could not be read: {err}")))?;
+    let path = uri.to_file_path().map_err(|()| {
+        Error::invalid_params(format!(
+            "unknown document {uri}: it is not open and is not a file URI"
+        ))
+    })?;
+    let text = tokio::fs::read_to_string(&path).await.map_err(|err| {
+        Error::invalid_params(format!(
+            "unknown document {uri}: it is not open and could not be read: {err}"
+        ))
+    })?;
     let language = Language::from_path(&path);
     let tree = language.and_then(|lang| syntax::parse_str(lang, &text, None));
-    Ok(Snapshot { uri: uri.clone(), version: 0, language, rope: Rope::from_str(&text), tree })
+    Ok(Snapshot {
+        uri: uri.clone(),
+        version: 0,
+        language,
+        rope: Rope::from_str(&text),
+        tree,
+        revision: 0,
+        needs_reparse: false,
+    })
 }
 
 fn symbol_nodes(snapshot: &Snapshot) -> Vec<SymbolNode> {
@@ -78,7 +106,11 @@ fn symbol_nodes(snapshot: &Snapshot) -> Vec<SymbolNode> {
 }
 
 #[allow(deprecated)] // `deprecated` is a required field of the struct, superseded by `tags`.
-fn to_document_symbol(node: &SymbolNode, rope: &Rope, encoding: PositionEncoding) -> DocumentSymbol {
+fn to_document_symbol(
+    node: &SymbolNode,
+    rope: &Rope,
+    encoding: PositionEncoding,
+) -> DocumentSymbol {
     let def = &node.definition;
     DocumentSymbol {
         name: def.name.clone(),
@@ -88,8 +120,12 @@ fn to_document_symbol(node: &SymbolNode, rope: &Rope, encoding: PositionEncoding
         deprecated: None,
         range: position::range_of(rope, def.range.clone(), encoding),
         selection_range: position::range_of(rope, def.name_range.clone(), encoding),
-        children: (!node.children.is_empty())
-            .then(|| node.children.iter().map(|c| to_document_symbol(c, rope, encoding)).collect()),
+        children: (!node.children.is_empty()).then(|| {
+            node.children
+                .iter()
+                .map(|c| to_document_symbol(c, rope, encoding))
+                .collect()
+        }),
     }
 }
 
@@ -119,7 +155,10 @@ fn flatten(
 }
 
 #[allow(deprecated)]
-fn to_symbol_information(symbol: &IndexedSymbol, encoding: PositionEncoding) -> Option<SymbolInformation> {
+fn to_symbol_information(
+    symbol: &IndexedSymbol,
+    encoding: PositionEncoding,
+) -> Option<SymbolInformation> {
     let uri = Url::from_file_path(&*symbol.path).ok()?;
     Some(SymbolInformation {
         name: symbol.name.to_string(),
@@ -161,5 +200,9 @@ pub fn lsp_kind(kind: SymbolKind) -> LspSymbolKind {
 
 fn internal(message: String) -> Error {
     tracing::error!(%message);
-    Error { code: tower_lsp::jsonrpc::ErrorCode::InternalError, message: message.into(), data: None }
+    Error {
+        code: tower_lsp::jsonrpc::ErrorCode::InternalError,
+        message: message.into(),
+        data: None,
+    }
 }

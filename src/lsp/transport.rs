@@ -10,7 +10,9 @@
 //! interleave on stdout.
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream,
+};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tower_lsp::jsonrpc::{Request, Response};
@@ -41,7 +43,11 @@ where
     tokio::spawn(read_client(stdin, to_server, frames_tx.clone()));
     tokio::spawn(relay_server(from_server, frames_tx));
     let writer = tokio::spawn(write_stdout(stdout, frames_rx));
-    Transport { server_input, server_output, writer }
+    Transport {
+        server_input,
+        server_output,
+        writer,
+    }
 }
 
 pub fn frame(body: &[u8]) -> Vec<u8> {
@@ -57,14 +63,22 @@ enum Frame {
     Eof,
 }
 
-async fn read_client<I: AsyncRead + Unpin>(stdin: I, mut to_server: DuplexStream, errors: mpsc::UnboundedSender<Vec<u8>>) {
+async fn read_client<I: AsyncRead + Unpin>(
+    stdin: I,
+    mut to_server: DuplexStream,
+    errors: mpsc::UnboundedSender<Vec<u8>>,
+) {
     let mut reader = BufReader::new(stdin);
     loop {
         let body = match read_frame(&mut reader).await {
             Frame::Body(body) => body,
             Frame::BadHeader(why) => {
                 tracing::error!(%why, "malformed message header; skipped");
-                let _ = errors.send(error_frame(Value::Null, -32700, &format!("Parse error: {why}")));
+                let _ = errors.send(error_frame(
+                    Value::Null,
+                    -32700,
+                    &format!("Parse error: {why}"),
+                ));
                 continue;
             }
             Frame::Eof => break,
@@ -109,14 +123,21 @@ async fn read_frame<I: AsyncRead + Unpin>(reader: &mut BufReader<I>) -> Frame {
         if let Some((name, value)) = text.split_once(':') {
             if name.trim().eq_ignore_ascii_case("content-length") {
                 length = Some(
-                    value.trim().parse::<usize>().map_err(|_| format!("invalid Content-Length {:?}", value.trim())),
+                    value
+                        .trim()
+                        .parse::<usize>()
+                        .map_err(|_| format!("invalid Content-Length {:?}", value.trim())),
                 );
             }
         }
     }
     let length = match length {
         Some(Ok(length)) if length <= MAX_BODY_BYTES => length,
-        Some(Ok(length)) => return Frame::BadHeader(format!("Content-Length {length} exceeds the limit of {MAX_BODY_BYTES} bytes")),
+        Some(Ok(length)) => {
+            return Frame::BadHeader(format!(
+                "Content-Length {length} exceeds the limit of {MAX_BODY_BYTES} bytes"
+            ))
+        }
         Some(Err(why)) => return Frame::BadHeader(why),
         None => return Frame::BadHeader("missing Content-Length header".to_owned()),
     };
@@ -129,8 +150,13 @@ async fn read_frame<I: AsyncRead + Unpin>(reader: &mut BufReader<I>) -> Frame {
 
 /// Ok when tower-lsp can decode the body; else the error response to send.
 fn check_message(body: &[u8]) -> Result<(), (Value, i64, String)> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|err| (Value::Null, -32700, format!("Parse error: invalid JSON: {err}")))?;
+    let value: Value = serde_json::from_slice(body).map_err(|err| {
+        (
+            Value::Null,
+            -32700,
+            format!("Parse error: invalid JSON: {err}"),
+        )
+    })?;
     let id = value.get("id").cloned().unwrap_or(Value::Null);
     let decodes = if value.get("method").is_some() {
         serde_json::from_value::<Request>(value).is_ok()
@@ -140,7 +166,11 @@ fn check_message(body: &[u8]) -> Result<(), (Value, i64, String)> {
     if decodes {
         Ok(())
     } else {
-        Err((id, -32600, "Invalid request: not a JSON-RPC 2.0 request, notification or response".to_owned()))
+        Err((
+            id,
+            -32600,
+            "Invalid request: not a JSON-RPC 2.0 request, notification or response".to_owned(),
+        ))
     }
 }
 
@@ -165,7 +195,10 @@ async fn relay_server(from_server: DuplexStream, frames: mpsc::UnboundedSender<V
     }
 }
 
-async fn write_stdout<O: AsyncWrite + Unpin>(mut stdout: O, mut frames: mpsc::UnboundedReceiver<Vec<u8>>) {
+async fn write_stdout<O: AsyncWrite + Unpin>(
+    mut stdout: O,
+    mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
     while let Some(frame) = frames.recv().await {
         if stdout.write_all(&frame).await.is_err() || stdout.flush().await.is_err() {
             tracing::error!("stdout is closed; dropping output");

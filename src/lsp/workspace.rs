@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tower_lsp::lsp_types::{
-    DidChangeWatchedFilesParams, DidChangeWorkspaceFoldersParams, FileChangeType, InitializeParams, ProgressToken,
+    DidChangeWatchedFilesParams, DidChangeWorkspaceFoldersParams, FileChangeType, InitializeParams,
+    ProgressToken,
 };
 
 use super::progress::Progress;
@@ -20,10 +21,17 @@ use crate::index::WorkspaceIndex;
 pub fn roots_from(params: &InitializeParams) -> Vec<PathBuf> {
     if let Some(folders) = &params.workspace_folders {
         if !folders.is_empty() {
-            return folders.iter().filter_map(|f| f.uri.to_file_path().ok()).collect();
+            return folders
+                .iter()
+                .filter_map(|f| f.uri.to_file_path().ok())
+                .collect();
         }
     }
-    if let Some(path) = params.root_uri.as_ref().and_then(|uri| uri.to_file_path().ok()) {
+    if let Some(path) = params
+        .root_uri
+        .as_ref()
+        .and_then(|uri| uri.to_file_path().ok())
+    {
         return vec![path];
     }
     params.root_path.iter().map(PathBuf::from).collect()
@@ -67,14 +75,21 @@ pub fn start_indexing(state: Arc<State>, client_token: Option<ProgressToken>) {
             )
         });
         while let Some(update) = rx.recv().await {
-            let percentage = update.total.filter(|t| *t > 0).map(|total| (update.done * 100 / total).min(100) as u32);
-            progress.report(format!("{} files", update.done), percentage).await;
+            let percentage = update
+                .total
+                .filter(|t| *t > 0)
+                .map(|total| (update.done * 100 / total).min(100) as u32);
+            progress
+                .report(format!("{} files", update.done), percentage)
+                .await;
         }
         let stats = match walk.await {
             Ok(stats) => stats,
             Err(err) => {
                 tracing::error!(%err, "indexing task failed");
-                progress.end("indexing failed; see the log".to_owned()).await;
+                progress
+                    .end("indexing failed; see the log".to_owned())
+                    .await;
                 return;
             }
         };
@@ -146,10 +161,18 @@ pub async fn did_change_watched_files(state: &Arc<State>, params: DidChangeWatch
     }
 }
 
-pub async fn did_change_workspace_folders(state: &Arc<State>, params: DidChangeWorkspaceFoldersParams) {
+pub async fn did_change_workspace_folders(
+    state: &Arc<State>,
+    params: DidChangeWorkspaceFoldersParams,
+) {
     {
         let mut roots = state.roots.write();
-        let removed: Vec<PathBuf> = params.event.removed.iter().filter_map(|f| f.uri.to_file_path().ok()).collect();
+        let removed: Vec<PathBuf> = params
+            .event
+            .removed
+            .iter()
+            .filter_map(|f| f.uri.to_file_path().ok())
+            .collect();
         roots.retain(|root| !removed.contains(root));
         for folder in &params.event.added {
             if let Ok(path) = folder.uri.to_file_path() {

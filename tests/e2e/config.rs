@@ -21,7 +21,10 @@ fn an_invalid_initialization_option_is_reported_with_its_key_path() {
     );
     let shown = lsp.notification("window/showMessage", |m| m["type"] == 1);
     let text = shown["message"].as_str().unwrap();
-    assert!(text.contains("models.fast.provider: unknown provider \"opnai\""), "{text}");
+    assert!(
+        text.contains("models.fast.provider: unknown provider \"opnai\""),
+        "{text}"
+    );
     assert!(lsp.shutdown_and_exit().success());
 }
 
@@ -29,7 +32,11 @@ fn an_invalid_initialization_option_is_reported_with_its_key_path() {
 fn an_invalid_change_keeps_the_previous_configuration() {
     let ws = Workspace::new(&[("src/lib.rs", "pub fn visible() {}\n")]);
     let mut lsp = Lsp::spawn();
-    lsp.initialize(&ws.root(), json!({}), Some(json!({ "diagnostics": { "debounce_ms": 10 } })));
+    lsp.initialize(
+        &ws.root(),
+        json!({}),
+        Some(json!({ "diagnostics": { "debounce_ms": 10 } })),
+    );
     // Push-style change with a wrong type: reported, and the old value (diagnostics on) stays.
     lsp.notify(
         "workspace/didChangeConfiguration",
@@ -53,8 +60,11 @@ fn configuration_is_pulled_from_the_client_and_applied() {
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
     // Wait until the server has pulled the configuration before opening.
     lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
-    assert!(lsp.server_requests.iter().any(|r| r["method"] == "workspace/configuration"
-        && r["params"]["items"][0]["section"] == "fettle"));
+    assert!(lsp
+        .server_requests
+        .iter()
+        .any(|r| r["method"] == "workspace/configuration"
+            && r["params"]["items"][0]["section"] == "fettle"));
     let uri = ws.uri("a.rs");
     lsp.open(&uri, "rust", "fn broken( {}\n");
     // Diagnostics are disabled: what gets published is empty.
@@ -69,7 +79,13 @@ fn unknown_keys_are_warned_about_not_fatal() {
     let mut lsp = Lsp::spawn();
     lsp.initialize(&ws.root(), json!({}), None);
     let shown = lsp.notification("window/showMessage", |m| m["type"] == 2);
-    assert!(shown["message"].as_str().unwrap().contains("completion.debouce_ms"), "{shown}");
+    assert!(
+        shown["message"]
+            .as_str()
+            .unwrap()
+            .contains("completion.debouce_ms"),
+        "{shown}"
+    );
     assert!(messages(&mut lsp, 1).is_empty());
     assert!(lsp.shutdown_and_exit().success());
 }

@@ -9,7 +9,11 @@ fn syntax_errors_are_published_at_the_right_column_and_cleared_when_fixed() {
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
     let uri = ws.uri("src/broken.rs");
     // Line 1: the emoji is 2 UTF-16 units; the missing `;` comes after `1`.
-    lsp.open(&uri, "rust", "fn main() {\n    let s = \"😀\"; let x = 1\n}\n");
+    lsp.open(
+        &uri,
+        "rust",
+        "fn main() {\n    let s = \"😀\"; let x = 1\n}\n",
+    );
     let diagnostics = lsp.diagnostics(&uri, |d| !d.is_empty());
     insta::assert_json_snapshot!("broken_rust_utf16", diagnostics);
     for d in &diagnostics {
@@ -46,7 +50,10 @@ fn closing_a_document_clears_its_diagnostics() {
     let uri = ws.uri("x.rs");
     lsp.open(&uri, "rust", "fn main( {}\n");
     lsp.diagnostics(&uri, |d| !d.is_empty());
-    lsp.notify("textDocument/didClose", json!({ "textDocument": { "uri": uri } }));
+    lsp.notify(
+        "textDocument/didClose",
+        json!({ "textDocument": { "uri": uri } }),
+    );
     lsp.diagnostics(&uri, |d| d.is_empty());
     assert!(lsp.shutdown_and_exit().success());
 }

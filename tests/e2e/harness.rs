@@ -53,7 +53,10 @@ impl Lsp {
             .stderr(Stdio::piped())
             .env("FETTLE_LOG", "debug")
             // Keep the user's own config file out of tests.
-            .env("XDG_CONFIG_HOME", std::env::temp_dir().join("fettle-e2e-no-user-config"));
+            .env(
+                "XDG_CONFIG_HOME",
+                std::env::temp_dir().join("fettle-e2e-no-user-config"),
+            );
         for (key, value) in env {
             cmd.env(key, value);
         }
@@ -89,7 +92,12 @@ impl Lsp {
     }
 
     /// `initialize` + `initialized` with a workspace folder; returns the initialize result.
-    pub fn initialize(&mut self, root: &Path, capabilities: Value, options: Option<Value>) -> Value {
+    pub fn initialize(
+        &mut self,
+        root: &Path,
+        capabilities: Value,
+        options: Option<Value>,
+    ) -> Value {
         let uri = file_uri(root);
         let mut params = json!({
             "processId": std::process::id(),
@@ -101,7 +109,9 @@ impl Lsp {
         if let Some(options) = options {
             params["initializationOptions"] = options;
         }
-        let result = self.request("initialize", params).expect("initialize failed");
+        let result = self
+            .request("initialize", params)
+            .expect("initialize failed");
         self.notify("initialized", json!({}));
         result
     }
@@ -176,7 +186,11 @@ impl Lsp {
     pub fn notification(&mut self, method: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + TIMEOUT;
         loop {
-            if let Some(pos) = self.notifications.iter().position(|n| n["method"] == method && pred(&n["params"])) {
+            if let Some(pos) = self
+                .notifications
+                .iter()
+                .position(|n| n["method"] == method && pred(&n["params"]))
+            {
                 return self.notifications.remove(pos).unwrap()["params"].clone();
             }
             self.pump(deadline, &format!("a {method} notification"));
@@ -188,26 +202,45 @@ impl Lsp {
         while let Ok(Incoming::Message(message)) = self.rx.try_recv() {
             self.dispatch(message);
         }
-        self.notifications.iter().filter(|n| n["method"] == method).map(|n| n["params"].clone()).collect()
+        self.notifications
+            .iter()
+            .filter(|n| n["method"] == method)
+            .map(|n| n["params"].clone())
+            .collect()
     }
 
     /// The diagnostics published for `uri` once they satisfy `pred`.
     pub fn diagnostics(&mut self, uri: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let params = self.notification("textDocument/publishDiagnostics", |p| {
-            p["uri"] == uri && pred(p["diagnostics"].as_array().map(Vec::as_slice).unwrap_or(&[]))
+            p["uri"] == uri
+                && pred(
+                    p["diagnostics"]
+                        .as_array()
+                        .map(Vec::as_slice)
+                        .unwrap_or(&[]),
+                )
         });
-        params["diagnostics"].as_array().cloned().unwrap_or_default()
+        params["diagnostics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Polls a request until its result satisfies `pred` (for background work like indexing).
     pub fn poll(&mut self, method: &str, params: Value, pred: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + TIMEOUT;
         loop {
-            let result = self.request(method, params.clone()).expect("request failed");
+            let result = self
+                .request(method, params.clone())
+                .expect("request failed");
             if pred(&result) {
                 return result;
             }
-            assert!(Instant::now() < deadline, "{method} never satisfied the condition; last result: {result}\n{}", self.stderr());
+            assert!(
+                Instant::now() < deadline,
+                "{method} never satisfied the condition; last result: {result}\n{}",
+                self.stderr()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -233,7 +266,11 @@ impl Lsp {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
                 return status;
             }
-            assert!(Instant::now() < deadline, "fettle did not exit\n{}", self.stderr());
+            assert!(
+                Instant::now() < deadline,
+                "fettle did not exit\n{}",
+                self.stderr()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -252,10 +289,16 @@ impl Lsp {
             Ok(Incoming::Message(message)) => self.dispatch(message),
             Ok(Incoming::Closed) | Err(RecvTimeoutError::Disconnected) => {
                 self.closed = true;
-                panic!("fettle closed its stdout while waiting for {waiting_for}\n--- stderr ---\n{}", self.stderr())
+                panic!(
+                    "fettle closed its stdout while waiting for {waiting_for}\n--- stderr ---\n{}",
+                    self.stderr()
+                )
             }
             Err(RecvTimeoutError::Timeout) => {
-                panic!("timed out waiting for {waiting_for}\n--- stderr ---\n{}", self.stderr())
+                panic!(
+                    "timed out waiting for {waiting_for}\n--- stderr ---\n{}",
+                    self.stderr()
+                )
             }
         }
     }
@@ -276,7 +319,10 @@ impl Lsp {
         // A response: exactly one per request id (a null id answers a message that had none).
         let id = message["id"].clone();
         if !id.is_null() {
-            assert!(self.answered.insert(id.clone()), "request {id} was answered twice: {message}");
+            assert!(
+                self.answered.insert(id.clone()),
+                "request {id} was answered twice: {message}"
+            );
         }
         self.responses.insert(id, message);
     }
@@ -343,7 +389,9 @@ fn url_of(path: &Path) -> String {
     let mut out = String::from("file://");
     for byte in path.to_str().expect("utf-8 path").bytes() {
         match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => out.push(byte as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(byte as char)
+            }
             _ => out.push_str(&format!("%{byte:02X}")),
         }
     }
@@ -390,9 +438,16 @@ pub fn redact(value: &Value, root: &Path) -> Value {
     let root_uri = file_uri(root);
     let root_path = root.display().to_string();
     match value {
-        Value::String(s) => Value::String(s.replace(&root_uri, "file://$ROOT").replace(&root_path, "$ROOT")),
+        Value::String(s) => Value::String(
+            s.replace(&root_uri, "file://$ROOT")
+                .replace(&root_path, "$ROOT"),
+        ),
         Value::Array(items) => Value::Array(items.iter().map(|v| redact(v, root)).collect()),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), redact(v, root))).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), redact(v, root)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }

@@ -25,7 +25,10 @@ fn position_encoding_negotiation_follows_lsp_3_17() {
         let ws = Workspace::new(&[]);
         let mut lsp = Lsp::spawn();
         let result = lsp.initialize(&ws.root(), Lsp::capabilities(offered), None);
-        assert_eq!(result["capabilities"]["positionEncoding"], *expected, "offered {offered:?}");
+        assert_eq!(
+            result["capabilities"]["positionEncoding"], *expected,
+            "offered {offered:?}"
+        );
         assert!(lsp.shutdown_and_exit().success());
     }
     // A client that says nothing at all about encodings gets UTF-16.
@@ -66,7 +69,9 @@ fn end_of_input_without_shutdown_exits_with_one() {
 #[test]
 fn requests_before_initialize_are_refused() {
     let mut lsp = Lsp::spawn();
-    let error = lsp.request("workspace/symbol", json!({ "query": "x" })).unwrap_err();
+    let error = lsp
+        .request("workspace/symbol", json!({ "query": "x" }))
+        .unwrap_err();
     assert_eq!(error["code"], -32002, "{error}");
 }
 
@@ -76,7 +81,9 @@ fn requests_after_shutdown_are_invalid() {
     let mut lsp = Lsp::spawn();
     lsp.initialize(&ws.root(), json!({}), None);
     assert_eq!(lsp.request("shutdown", Value::Null), Ok(Value::Null));
-    let error = lsp.request("workspace/symbol", json!({ "query": "x" })).unwrap_err();
+    let error = lsp
+        .request("workspace/symbol", json!({ "query": "x" }))
+        .unwrap_err();
     assert_eq!(error["code"], -32600, "{error}");
     lsp.notify("exit", Value::Null);
     assert_eq!(lsp.wait_exit().code(), Some(0));

@@ -1,4 +1,6 @@
 //! End-to-end tests: the real `fettle` binary over real stdio framing.
+// Test code: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod harness;
 

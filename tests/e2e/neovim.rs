@@ -19,16 +19,25 @@ fn nvim() -> Option<PathBuf> {
     }
     let found = Command::new("nvim").arg("--version").output().ok()?;
     let version = String::from_utf8_lossy(&found.stdout);
-    version.contains("NVIM v0.1").then(|| PathBuf::from("nvim")).filter(|_| !version.contains("NVIM v0.10"))
+    version
+        .contains("NVIM v0.1")
+        .then(|| PathBuf::from("nvim"))
+        .filter(|_| !version.contains("NVIM v0.10"))
 }
 
 fn run(encoding: &str) -> Option<Value> {
     let Some(nvim) = nvim() else {
-        assert!(std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(), "FETTLE_REQUIRE_NVIM is set but Neovim was not found");
+        assert!(
+            std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
+            "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
+        );
         eprintln!("skipping: Neovim 0.11 not found (set FETTLE_NVIM)");
         return None;
     };
-    let ws = Workspace::new(&[("src/lib.rs", SOURCE), ("src/other.py", "class WidgetFactory:\n    pass\n")]);
+    let ws = Workspace::new(&[
+        ("src/lib.rs", SOURCE),
+        ("src/other.py", "class WidgetFactory:\n    pass\n"),
+    ]);
     let out = ws.root().join("nvim-out.json");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/neovim/check.lua");
     let status = Command::new(nvim)
@@ -54,7 +63,10 @@ fn run(encoding: &str) -> Option<Value> {
 fn check(value: &Value, expected_encoding: &str) {
     assert_eq!(value["offset_encoding"], expected_encoding);
     let symbols = value["document_symbols"].as_array().unwrap();
-    let resume = symbols.iter().find(|s| s["name"] == "Résumé").expect("Résumé symbol");
+    let resume = symbols
+        .iter()
+        .find(|s| s["name"] == "Résumé")
+        .expect("Résumé symbol");
     // `/* 😀 emoji first */ pub struct ` — the name's column depends on the encoding.
     let prefix = "/* 😀 emoji first */ pub struct ";
     let column = match expected_encoding {
@@ -62,19 +74,32 @@ fn check(value: &Value, expected_encoding: &str) {
         "utf-16" => prefix.encode_utf16().count(),
         _ => prefix.chars().count(),
     };
-    assert_eq!(resume["selectionRange"]["start"], serde_json::json!({ "line": 0, "character": column }), "{resume}");
+    assert_eq!(
+        resume["selectionRange"]["start"],
+        serde_json::json!({ "line": 0, "character": column }),
+        "{resume}"
+    );
     assert!(symbols.iter().any(|s| s["name"] == "计算"), "{symbols:?}");
 
     // Neovim reports diagnostics in byte columns whatever the encoding: the
     // missing `;` sits at the end of `    let total = 1` (line 3, byte 17).
     let diagnostics = value["diagnostics"].as_array().unwrap();
     assert!(!diagnostics.is_empty());
-    assert!(diagnostics.iter().all(|d| d["source"] == "fettle"), "{diagnostics:?}");
-    assert!(diagnostics.iter().any(|d| d["lnum"] == 3 && d["col"] == 17), "{diagnostics:?}");
+    assert!(
+        diagnostics.iter().all(|d| d["source"] == "fettle"),
+        "{diagnostics:?}"
+    );
+    assert!(
+        diagnostics.iter().any(|d| d["lnum"] == 3 && d["col"] == 17),
+        "{diagnostics:?}"
+    );
     assert_eq!(value["cleared"], true);
 
     let found = value["workspace_symbols"].as_array().unwrap();
-    assert!(found.iter().any(|s| s["name"] == "WidgetFactory"), "{found:?}");
+    assert!(
+        found.iter().any(|s| s["name"] == "WidgetFactory"),
+        "{found:?}"
+    );
 }
 
 #[test]

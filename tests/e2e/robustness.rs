@@ -12,7 +12,11 @@ fn hooked() -> (Workspace, Lsp) {
 }
 
 fn still_alive(lsp: &mut Lsp) {
-    assert!(lsp.request("workspace/symbol", json!({ "query": "" })).is_ok(), "server stopped answering");
+    assert!(
+        lsp.request("workspace/symbol", json!({ "query": "" }))
+            .is_ok(),
+        "server stopped answering"
+    );
 }
 
 #[test]
@@ -33,7 +37,13 @@ fn a_panicking_handler_answers_internal_error_and_the_server_stays_up() {
     let (_ws, mut lsp) = hooked();
     let error = lsp.request("fettle/debug/panic", json!({})).unwrap_err();
     assert_eq!(error["code"], -32603, "{error}");
-    assert!(error["message"].as_str().unwrap().contains("deliberate panic"), "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("deliberate panic"),
+        "{error}"
+    );
     still_alive(&mut lsp);
     assert!(lsp.shutdown_and_exit().success());
 }
@@ -46,7 +56,10 @@ fn a_cancelled_request_answers_request_cancelled_promptly() {
     lsp.notify("$/cancelRequest", json!({ "id": id }));
     let response = lsp.response(&id);
     assert_eq!(response["error"]["code"], -32800, "{response}");
-    assert!(started.elapsed() < Duration::from_secs(10), "cancellation was not prompt");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cancellation was not prompt"
+    );
     still_alive(&mut lsp);
     assert!(lsp.shutdown_and_exit().success());
 }
@@ -83,11 +96,17 @@ fn document_symbol_for_an_unknown_uri_is_a_precise_error() {
     let (ws, mut lsp) = hooked();
     let uri = ws.uri("does/not/exist.rs");
     let error = lsp
-        .request("textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }))
+        .request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": uri } }),
+        )
         .unwrap_err();
     assert_eq!(error["code"], -32602, "{error}");
     let message = error["message"].as_str().unwrap();
-    assert!(message.contains("not open") && message.contains("exist.rs"), "{message}");
+    assert!(
+        message.contains("not open") && message.contains("exist.rs"),
+        "{message}"
+    );
     still_alive(&mut lsp);
     assert!(lsp.shutdown_and_exit().success());
 }
@@ -112,11 +131,21 @@ fn changes_for_unknown_documents_and_stale_versions_are_ignored() {
         json!({ "textDocument": { "uri": uri, "version": 3 }, "contentChanges": [ { "text": "fn third() {}\n" } ] }),
     );
     let symbols = lsp
-        .request("textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }))
+        .request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": uri } }),
+        )
         .unwrap();
-    let names: Vec<&str> = symbols.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = symbols
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["fifth"]);
-    assert!(lsp.stderr().contains("didChange for a document that is not open"));
+    assert!(lsp
+        .stderr()
+        .contains("didChange for a document that is not open"));
     assert!(lsp.stderr().contains("stale change"));
     assert!(lsp.shutdown_and_exit().success());
 }
@@ -134,9 +163,17 @@ fn out_of_range_positions_are_clamped_not_fatal() {
                                       "text": "fn b() {}\n" } ] }),
     );
     let symbols = lsp
-        .request("textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }))
+        .request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": uri } }),
+        )
         .unwrap();
-    let names: Vec<&str> = symbols.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = symbols
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["a", "b"]);
     assert!(lsp.shutdown_and_exit().success());
 }
@@ -148,7 +185,13 @@ fn bad_headers_and_non_jsonrpc_values_are_errors_not_crashes() {
     lsp.send_raw(b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n");
     let response = lsp.response(&Value::Null);
     assert_eq!(response["error"]["code"], -32700, "{response}");
-    assert!(response["error"]["message"].as_str().unwrap().contains("Content-Length"), "{response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Content-Length"),
+        "{response}"
+    );
     still_alive(&mut lsp);
     // Valid JSON that is not JSON-RPC: answered with InvalidRequest, echoing its id.
     lsp.send(&json!({ "id": 777, "hello": "world" }));

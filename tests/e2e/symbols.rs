@@ -11,7 +11,10 @@ fn symbols_for(encoding: &str) -> Value {
     let uri = ws.uri("src/shapes.rs");
     lsp.open(&uri, "rust", SHAPES);
     let symbols = lsp
-        .request("textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }))
+        .request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": uri } }),
+        )
         .unwrap();
     assert!(lsp.shutdown_and_exit().success());
     symbols
@@ -38,7 +41,11 @@ fn document_symbols_follow_incremental_edits() {
     let mut lsp = Lsp::spawn();
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
     let uri = ws.uri("app.py");
-    lsp.open(&uri, "python", "# 😀 emoji first\nclass Greeter:\n    def hello(self):\n        return '👋'\n");
+    lsp.open(
+        &uri,
+        "python",
+        "# 😀 emoji first\nclass Greeter:\n    def hello(self):\n        return '👋'\n",
+    );
     // Rename `hello` → `wave`: line 2, UTF-16 columns 8..13.
     lsp.notify(
         "textDocument/didChange",
@@ -48,7 +55,10 @@ fn document_symbols_follow_incremental_edits() {
         ] }),
     );
     let symbols = lsp
-        .request("textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }))
+        .request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": uri } }),
+        )
         .unwrap();
     insta::assert_json_snapshot!(symbols);
     assert!(lsp.shutdown_and_exit().success());
@@ -62,10 +72,19 @@ fn flat_symbols_for_clients_without_hierarchy() {
     let uri = ws.uri("src/shapes.rs");
     lsp.open(&uri, "rust", SHAPES);
     let symbols = lsp
-        .request("textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }))
+        .request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": uri } }),
+        )
         .unwrap();
     let symbols = redact(&symbols, &ws.root());
-    let area = symbols.as_array().unwrap().iter().find(|s| s["name"] == "area").expect("area").clone();
+    let area = symbols
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "area")
+        .expect("area")
+        .clone();
     assert_eq!(area["containerName"], "impl Shape", "{area}");
     assert!(area.get("location").is_some());
     assert!(lsp.shutdown_and_exit().success());
@@ -84,7 +103,10 @@ fn plain_text_documents_have_no_symbols_but_work() {
             { "range": { "start": { "line": 0, "character": 7 }, "end": { "line": 0, "character": 7 } }, "text": "more " } ] }),
     );
     let symbols = lsp
-        .request("textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }))
+        .request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": uri } }),
+        )
         .unwrap();
     assert_eq!(symbols, json!([]));
     assert!(lsp.shutdown_and_exit().success());

@@ -3,15 +3,29 @@ use serde_json::{json, Value};
 use crate::harness::{redact, Lsp, Workspace};
 
 fn names(result: &Value) -> Vec<String> {
-    result.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_owned()).collect()
+    result
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 fn project() -> Workspace {
     Workspace::new(&[
         (".gitignore", "target/\n"),
-        ("src/lib.rs", "/* 😀 */ pub fn parse_config() {}\npub struct ConfigLoader;\n"),
-        ("src/util.py", "class HttpClient:\n    def send_request(self):\n        pass\n"),
-        ("web/app.ts", "export function renderPage(): void {}\nexport interface PageProps { title: string }\n"),
+        (
+            "src/lib.rs",
+            "/* 😀 */ pub fn parse_config() {}\npub struct ConfigLoader;\n",
+        ),
+        (
+            "src/util.py",
+            "class HttpClient:\n    def send_request(self):\n        pass\n",
+        ),
+        (
+            "web/app.ts",
+            "export function renderPage(): void {}\nexport interface PageProps { title: string }\n",
+        ),
         ("target/generated.rs", "pub fn ignored_by_gitignore() {}\n"),
     ])
 }
@@ -22,19 +36,37 @@ fn workspace_symbol_answers_from_the_background_index() {
     let mut lsp = Lsp::spawn();
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
     lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
-    let result = lsp.request("workspace/symbol", json!({ "query": "parcon" })).unwrap();
+    let result = lsp
+        .request("workspace/symbol", json!({ "query": "parcon" }))
+        .unwrap();
     // UTF-16: `/* 😀 */ pub fn ` is 16 units, so the name starts at character 16.
     insta::assert_json_snapshot!(redact(&result, &ws.root()));
-    let all = lsp.request("workspace/symbol", json!({ "query": "" })).unwrap();
+    let all = lsp
+        .request("workspace/symbol", json!({ "query": "" }))
+        .unwrap();
     let all = names(&all);
     // An empty query lists top-level symbols; nested ones need a query.
-    for expected in ["parse_config", "ConfigLoader", "HttpClient", "renderPage", "PageProps"] {
-        assert!(all.iter().any(|n| n == expected), "{expected} missing from {all:?}");
+    for expected in [
+        "parse_config",
+        "ConfigLoader",
+        "HttpClient",
+        "renderPage",
+        "PageProps",
+    ] {
+        assert!(
+            all.iter().any(|n| n == expected),
+            "{expected} missing from {all:?}"
+        );
     }
-    let nested = lsp.request("workspace/symbol", json!({ "query": "sendreq" })).unwrap();
+    let nested = lsp
+        .request("workspace/symbol", json!({ "query": "sendreq" }))
+        .unwrap();
     assert_eq!(nested[0]["name"], "send_request", "{nested}");
     assert_eq!(nested[0]["containerName"], "HttpClient", "{nested}");
-    assert!(!all.iter().any(|n| n == "ignored_by_gitignore"), "gitignored file was indexed: {all:?}");
+    assert!(
+        !all.iter().any(|n| n == "ignored_by_gitignore"),
+        "gitignored file was indexed: {all:?}"
+    );
     assert!(lsp.shutdown_and_exit().success());
 }
 
@@ -44,10 +76,19 @@ fn indexing_reports_progress_to_clients_that_support_it() {
     let mut lsp = Lsp::spawn();
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
     let end = lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
-    assert!(end["value"]["message"].as_str().unwrap().contains("indexed"), "{end}");
+    assert!(
+        end["value"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("indexed"),
+        "{end}"
+    );
     let token = end["token"].clone();
     assert!(
-        lsp.server_requests.iter().any(|r| r["method"] == "window/workDoneProgress/create" && r["params"]["token"] == token),
+        lsp.server_requests
+            .iter()
+            .any(|r| r["method"] == "window/workDoneProgress/create"
+                && r["params"]["token"] == token),
         "progress token was not created first"
     );
     assert!(lsp.shutdown_and_exit().success());
@@ -60,18 +101,36 @@ fn watched_file_changes_keep_the_index_current() {
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
     lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
     assert!(
-        lsp.server_requests.iter().any(|r| r["method"] == "client/registerCapability"
-            && r["params"]["registrations"].to_string().contains("workspace/didChangeWatchedFiles")),
+        lsp.server_requests
+            .iter()
+            .any(|r| r["method"] == "client/registerCapability"
+                && r["params"]["registrations"]
+                    .to_string()
+                    .contains("workspace/didChangeWatchedFiles")),
         "file watching was not registered"
     );
 
     ws.write("src/fresh.rs", "pub fn brand_new_function() {}\n");
-    lsp.notify("workspace/didChangeWatchedFiles", json!({ "changes": [ { "uri": ws.uri("src/fresh.rs"), "type": 1 } ] }));
-    lsp.poll("workspace/symbol", json!({ "query": "brand_new_function" }), |r| names(r) == ["brand_new_function"]);
+    lsp.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [ { "uri": ws.uri("src/fresh.rs"), "type": 1 } ] }),
+    );
+    lsp.poll(
+        "workspace/symbol",
+        json!({ "query": "brand_new_function" }),
+        |r| names(r) == ["brand_new_function"],
+    );
 
     std::fs::remove_file(ws.path("src/fresh.rs")).unwrap();
-    lsp.notify("workspace/didChangeWatchedFiles", json!({ "changes": [ { "uri": ws.uri("src/fresh.rs"), "type": 3 } ] }));
-    lsp.poll("workspace/symbol", json!({ "query": "brand_new_function" }), |r| names(r).is_empty());
+    lsp.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({ "changes": [ { "uri": ws.uri("src/fresh.rs"), "type": 3 } ] }),
+    );
+    lsp.poll(
+        "workspace/symbol",
+        json!({ "query": "brand_new_function" }),
+        |r| names(r).is_empty(),
+    );
     assert!(lsp.shutdown_and_exit().success());
 }
 
@@ -82,15 +141,30 @@ fn unsaved_buffer_edits_reach_the_index_and_closing_reverts_to_disk() {
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
     lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
     let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", "/* 😀 */ pub fn parse_config() {}\npub struct ConfigLoader;\n");
+    lsp.open(
+        &uri,
+        "rust",
+        "/* 😀 */ pub fn parse_config() {}\npub struct ConfigLoader;\n",
+    );
     lsp.notify(
         "textDocument/didChange",
         json!({ "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [
             { "range": { "start": { "line": 2, "character": 0 }, "end": { "line": 2, "character": 0 } }, "text": "pub fn only_in_buffer() {}\n" } ] }),
     );
-    lsp.poll("workspace/symbol", json!({ "query": "only_in_buffer" }), |r| names(r) == ["only_in_buffer"]);
-    lsp.notify("textDocument/didClose", json!({ "textDocument": { "uri": uri } }));
-    lsp.poll("workspace/symbol", json!({ "query": "only_in_buffer" }), |r| names(r).is_empty());
+    lsp.poll(
+        "workspace/symbol",
+        json!({ "query": "only_in_buffer" }),
+        |r| names(r) == ["only_in_buffer"],
+    );
+    lsp.notify(
+        "textDocument/didClose",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    lsp.poll(
+        "workspace/symbol",
+        json!({ "query": "only_in_buffer" }),
+        |r| names(r).is_empty(),
+    );
     assert!(lsp.shutdown_and_exit().success());
 }
 
@@ -99,9 +173,18 @@ fn saving_a_closed_file_reindexes_it() {
     let ws = project();
     let mut lsp = Lsp::spawn();
     lsp.initialize(&ws.root(), json!({}), None);
-    lsp.poll("workspace/symbol", json!({ "query": "HttpClient" }), |r| !names(r).is_empty());
+    lsp.poll("workspace/symbol", json!({ "query": "HttpClient" }), |r| {
+        !names(r).is_empty()
+    });
     ws.write("src/util.py", "class RenamedClient:\n    pass\n");
-    lsp.notify("textDocument/didSave", json!({ "textDocument": { "uri": ws.uri("src/util.py") } }));
-    lsp.poll("workspace/symbol", json!({ "query": "RenamedClient" }), |r| names(r) == ["RenamedClient"]);
+    lsp.notify(
+        "textDocument/didSave",
+        json!({ "textDocument": { "uri": ws.uri("src/util.py") } }),
+    );
+    lsp.poll(
+        "workspace/symbol",
+        json!({ "query": "RenamedClient" }),
+        |r| names(r) == ["RenamedClient"],
+    );
     assert!(lsp.shutdown_and_exit().success());
 }
