@@ -6,7 +6,6 @@
 //! RSS of indexing measured in a child process, and `search` latency.
 //! `FETTLE_BENCH_LINES` changes the size of the gathered tree.
 
-use std::error::Error;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,15 +13,15 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use fettle::index::{IndexSettings, IndexStats, WorkspaceIndex};
-use fettle::syntax::Language;
+
+mod common;
+use common::{gather, ms, Result};
 
 const TARGET_LINES: usize = 100_000;
-const MAX_FILE_BYTES: u64 = 1 << 20;
 const COLD_RUNS: usize = 5;
 /// Set in the re-executed child: `baseline` (exit at once) or a tree path.
 const CHILD_ENV: &str = "FETTLE_BENCH_INDEX_CHILD";
 
-type Result<T> = std::result::Result<T, Box<dyn Error>>;
 
 fn main() -> Result<()> {
     if let Ok(what) = std::env::var(CHILD_ENV) {
@@ -94,82 +93,12 @@ fn main() -> Result<()> {
 
 fn index_once(tree: &Path) -> IndexStats {
     let settings = IndexSettings {
-        max_file_bytes: MAX_FILE_BYTES,
+        max_file_bytes: common::MAX_FILE_BYTES,
         exclude: Vec::new(),
         threads: 2,
     };
     let index = WorkspaceIndex::new(settings);
     index.index_roots(&[tree.to_path_buf()], &|_| {}, &AtomicBool::new(false))
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// Copies indexable files of registry crates, in sorted order, until the
-/// copy holds `target` lines.
-fn gather(dest: &Path, target: usize) -> Result<(usize, usize)> {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
-        .ok_or("no CARGO_HOME or HOME")?;
-    let mut crates = Vec::new();
-    for registry in sorted_dir(&home.join("registry/src"))? {
-        crates.extend(sorted_dir(&registry)?);
-    }
-    let (mut files, mut lines) = (0, 0);
-    for krate in crates {
-        let mut stack = vec![krate.clone()];
-        while let Some(dir) = stack.pop() {
-            let entries = sorted_dir(&dir)?;
-            // Reverse so the stack pops in sorted order.
-            for path in entries.into_iter().rev() {
-                let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-                    continue;
-                };
-                if name.starts_with('.') || name == "target" {
-                    continue;
-                }
-                let meta = fs::symlink_metadata(&path)?;
-                if meta.is_dir() {
-                    stack.push(path);
-                    continue;
-                }
-                if !meta.is_file()
-                    || meta.len() > MAX_FILE_BYTES
-                    || Language::from_path(&path).is_none()
-                {
-                    continue;
-                }
-                let Ok(text) = fs::read_to_string(&path) else {
-                    continue;
-                };
-                if text.as_bytes()[..text.len().min(8192)].contains(&0) {
-                    continue;
-                }
-                let rel = path.strip_prefix(krate.parent().ok_or("crate has no parent")?)?;
-                let copy = dest.join(rel);
-                if let Some(parent) = copy.parent() {
-                    fs::create_dir_all(parent)?;
-                }
-                fs::write(&copy, &text)?;
-                files += 1;
-                lines += text.lines().count();
-                if lines >= target {
-                    return Ok((files, lines));
-                }
-            }
-        }
-    }
-    Err(format!("only {lines} lines of indexable code in the registry").into())
-}
-
-fn sorted_dir(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut out: Vec<PathBuf> = fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    out.sort();
-    Ok(out)
 }
 
 /// Max RSS (MiB) of a child that does nothing, then of one that indexes.
@@ -200,7 +129,7 @@ fn child_rss(tree: &Path) -> Result<(i64, i64)> {
 /// abbreviations (initials of words: `gs` for `get_string`).
 fn search_latency(tree: &Path) {
     let settings = IndexSettings {
-        max_file_bytes: MAX_FILE_BYTES,
+        max_file_bytes: common::MAX_FILE_BYTES,
         exclude: Vec::new(),
         threads: 2,
     };

@@ -16,7 +16,7 @@ use crate::position::{self, PositionEncoding};
 use crate::syntax::{self, Language, SymbolKind, SymbolNode};
 
 /// How many matches `workspace/symbol` returns; clients show a short list anyway.
-const WORKSPACE_SYMBOL_LIMIT: usize = 256;
+const WORKSPACE_SYMBOL_LIMIT: usize = 128;
 
 pub async fn document_symbol(
     state: &Arc<State>,
