@@ -22,7 +22,6 @@ const COLD_RUNS: usize = 5;
 /// Set in the re-executed child: `baseline` (exit at once) or a tree path.
 const CHILD_ENV: &str = "FETTLE_BENCH_INDEX_CHILD";
 
-
 fn main() -> Result<()> {
     if let Ok(what) = std::env::var(CHILD_ENV) {
         if what != "baseline" {

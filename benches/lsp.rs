@@ -7,7 +7,7 @@
 //! (each followed by a cheap request, so the edit is known to be processed).
 //! Uses the end-to-end test harness as its client.
 
-#[allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 #[path = "../tests/e2e/harness.rs"]
 mod harness;
 
@@ -50,7 +50,9 @@ fn main() -> Result<()> {
 
 fn request(lsp: &mut Lsp, method: &str, params: Value) -> Result<(Value, Duration)> {
     let start = Instant::now();
-    let result = lsp.request(method, params).map_err(|e| format!("{method} failed: {e}"))?;
+    let result = lsp
+        .request(method, params)
+        .map_err(|e| format!("{method} failed: {e}"))?;
     Ok((result, start.elapsed()))
 }
 
@@ -78,8 +80,18 @@ fn workspace_symbol(lsp: &mut Lsp) -> Result<()> {
         .collect();
     // Nested names too: ask with each letter.
     for letter in 'a'..='z' {
-        let (found, _) = request(lsp, "workspace/symbol", json!({ "query": letter.to_string() }))?;
-        names.extend(found.as_array().into_iter().flatten().filter_map(|s| s["name"].as_str().map(str::to_owned)));
+        let (found, _) = request(
+            lsp,
+            "workspace/symbol",
+            json!({ "query": letter.to_string() }),
+        )?;
+        names.extend(
+            found
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["name"].as_str().map(str::to_owned)),
+        );
     }
     names.sort();
     names.dedup();
@@ -87,7 +99,11 @@ fn workspace_symbol(lsp: &mut Lsp) -> Result<()> {
         .iter()
         .flat_map(|n| {
             let chars: Vec<char> = n.chars().collect();
-            [2, 4, 6].into_iter().filter(|&k| chars.len() > k).map(|k| chars[..k].iter().collect()).collect::<Vec<String>>()
+            [2, 4, 6]
+                .into_iter()
+                .filter(|&k| chars.len() > k)
+                .map(|k| chars[..k].iter().collect())
+                .collect::<Vec<String>>()
         })
         .take(300)
         .collect();
@@ -102,8 +118,15 @@ fn workspace_symbol(lsp: &mut Lsp) -> Result<()> {
             }
         }
     }
-    println!("workspace/symbol over {} distinct names, avg {} hits", names.len(), hits / samples.len().max(1));
-    report("workspace/symbol round trip (stdio, JSON, up to 128 results)", samples);
+    println!(
+        "workspace/symbol over {} distinct names, avg {} hits",
+        names.len(),
+        hits / samples.len().max(1)
+    );
+    report(
+        "workspace/symbol round trip (stdio, JSON, up to 128 results)",
+        samples,
+    );
     Ok(())
 }
 
@@ -118,7 +141,11 @@ fn did_change(lsp: &mut Lsp, root: &std::path::Path) -> Result<()> {
     let line_count = text.lines().count();
     let uri = file_uri(&root.join("big.rs"));
     lsp.open(&uri, "rust", &text);
-    let (_, took) = request(lsp, "textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }))?;
+    let (_, took) = request(
+        lsp,
+        "textDocument/documentSymbol",
+        json!({ "textDocument": { "uri": uri } }),
+    )?;
     println!("1 MB file ({line_count} lines, {n} functions): first documentSymbol (full parse + tags) {:.0} ms", ms(took));
 
     // Baseline: the cheap request alone.
@@ -134,10 +161,16 @@ fn did_change(lsp: &mut Lsp, root: &std::path::Path) -> Result<()> {
         let line = 1 + (i * 97) % (line_count - 2);
         version += 1;
         let (range, insert) = if i % 2 == 0 {
-            (json!({ "start": { "line": line, "character": 4 }, "end": { "line": line, "character": 4 } }), "x")
+            (
+                json!({ "start": { "line": line, "character": 4 }, "end": { "line": line, "character": 4 } }),
+                "x",
+            )
         } else {
             let prev = 1 + ((i - 1) * 97) % (line_count - 2);
-            (json!({ "start": { "line": prev, "character": 4 }, "end": { "line": prev, "character": 5 } }), "")
+            (
+                json!({ "start": { "line": prev, "character": 4 }, "end": { "line": prev, "character": 5 } }),
+                "",
+            )
         };
         let start = Instant::now();
         lsp.notify(
@@ -149,8 +182,18 @@ fn did_change(lsp: &mut Lsp, root: &std::path::Path) -> Result<()> {
         with_edit.push(start.elapsed());
     }
     report("cheap request alone", alone);
-    report("didChange (1 char, 1 MB file) + the same request", with_edit);
-    let (_, took) = request(lsp, "textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }))?;
-    println!("documentSymbol after the edits (one incremental reparse + tags): {:.0} ms", ms(took));
+    report(
+        "didChange (1 char, 1 MB file) + the same request",
+        with_edit,
+    );
+    let (_, took) = request(
+        lsp,
+        "textDocument/documentSymbol",
+        json!({ "textDocument": { "uri": uri } }),
+    )?;
+    println!(
+        "documentSymbol after the edits (one incremental reparse + tags): {:.0} ms",
+        ms(took)
+    );
     Ok(())
 }

@@ -82,4 +82,3 @@ pub fn sorted_dir(dir: &Path) -> Result<Vec<PathBuf>> {
     out.sort();
     Ok(out)
 }
-

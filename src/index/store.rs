@@ -46,6 +46,19 @@ struct FileEntry {
     overlay: bool,
 }
 
+impl FileEntry {
+    fn info(&self) -> FileInfo {
+        FileInfo {
+            path: self.path.clone(),
+            language: self.language,
+            lines: self.lines,
+            bytes: self.bytes,
+            definitions: self.defs.len(),
+            open_buffer: self.overlay,
+        }
+    }
+}
+
 /// One interned name. It exists while some file defines or references it,
 /// so the map's keys double as the interner.
 struct NameEntry {
@@ -466,33 +479,13 @@ impl Store {
     }
 
     pub(super) fn files(&self) -> Vec<FileInfo> {
-        let mut out: Vec<FileInfo> = self
-            .slots
-            .iter()
-            .flatten()
-            .map(|e| FileInfo {
-                path: e.path.clone(),
-                language: e.language,
-                lines: e.lines,
-                bytes: e.bytes,
-                definitions: e.defs.len(),
-                open_buffer: e.overlay,
-            })
-            .collect();
+        let mut out: Vec<FileInfo> = self.slots.iter().flatten().map(FileEntry::info).collect();
         out.sort_by(|a, b| a.path.cmp(&b.path));
         out
     }
 
     pub(super) fn file_info(&self, path: &Path) -> Option<FileInfo> {
-        let e = self.file(path)?;
-        Some(FileInfo {
-            path: e.path.clone(),
-            language: e.language,
-            lines: e.lines,
-            bytes: e.bytes,
-            definitions: e.defs.len(),
-            open_buffer: e.overlay,
-        })
+        self.file(path).map(FileEntry::info)
     }
 
     /// Fuzzy search: names are scored once each (not per definition), the

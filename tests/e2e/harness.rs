@@ -252,6 +252,22 @@ impl Lsp {
         );
     }
 
+    /// The names of the document's top-level symbols.
+    pub fn symbol_names(&mut self, uri: &str) -> Vec<String> {
+        let symbols = self
+            .request(
+                "textDocument/documentSymbol",
+                json!({ "textDocument": { "uri": uri } }),
+            )
+            .expect("documentSymbol failed");
+        symbols
+            .as_array()
+            .expect("a symbol list")
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     pub fn shutdown_and_exit(mut self) -> ExitStatus {
         let result = self.request("shutdown", Value::Null);
         assert_eq!(result, Ok(Value::Null));

@@ -130,18 +130,7 @@ fn changes_for_unknown_documents_and_stale_versions_are_ignored() {
         "textDocument/didChange",
         json!({ "textDocument": { "uri": uri, "version": 3 }, "contentChanges": [ { "text": "fn third() {}\n" } ] }),
     );
-    let symbols = lsp
-        .request(
-            "textDocument/documentSymbol",
-            json!({ "textDocument": { "uri": uri } }),
-        )
-        .unwrap();
-    let names: Vec<&str> = symbols
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = lsp.symbol_names(&uri);
     assert_eq!(names, ["fifth"]);
     assert!(lsp
         .stderr()
@@ -162,18 +151,7 @@ fn out_of_range_positions_are_clamped_not_fatal() {
                 "contentChanges": [ { "range": { "start": { "line": 99, "character": 99 }, "end": { "line": 120, "character": 0 } },
                                       "text": "fn b() {}\n" } ] }),
     );
-    let symbols = lsp
-        .request(
-            "textDocument/documentSymbol",
-            json!({ "textDocument": { "uri": uri } }),
-        )
-        .unwrap();
-    let names: Vec<&str> = symbols
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = lsp.symbol_names(&uri);
     assert_eq!(names, ["a", "b"]);
     assert!(lsp.shutdown_and_exit().success());
 }
