@@ -10,6 +10,7 @@ use tower_lsp::lsp_types::{
     DidOpenTextDocumentParams, DidSaveTextDocumentParams, Url,
 };
 
+use super::index_queue::IndexUpdate;
 use super::state::{Snapshot, State};
 use super::workspace::is_in_workspace;
 use crate::document::Document;
@@ -53,8 +54,7 @@ pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
     if state.documents.contains_key(&uri) {
         schedule_analysis(state, uri);
     } else if let Ok(path) = uri.to_file_path() {
-        let index = state.index();
-        tokio::task::spawn_blocking(move || index.update_file(&path));
+        state.index_updates.push(IndexUpdate::File(path));
     }
 }
 
@@ -70,8 +70,7 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
     if let Ok(path) = uri.to_file_path() {
         if is_in_workspace(state, &path) {
             // The unsaved buffer is gone: the index goes back to the file on disk.
-            let index = state.index();
-            tokio::task::spawn_blocking(move || index.update_file(&path));
+            state.index_updates.push(IndexUpdate::File(path));
         }
     }
     state
@@ -100,18 +99,25 @@ fn schedule_analysis(state: &Arc<State>, uri: Url) {
             .to_file_path()
             .ok()
             .filter(|path| is_in_workspace(&state, path));
-        let index = state.index();
+        let queue = state.index_updates.clone();
         let diagnostics_enabled = config.diagnostics.enabled;
         let computed = tokio::task::spawn_blocking(move || {
             let text = snapshot.rope.to_string();
-            if let Some(path) = index_path {
-                index.update_text(&path, snapshot.language, &text);
-            }
-            if diagnostics_enabled {
+            let diagnostics = if diagnostics_enabled {
                 syntax_diagnostics(&snapshot, &text, encoding)
             } else {
                 Vec::new()
+            };
+            if let Some(path) = index_path {
+                let (uri, language) = (snapshot.uri, snapshot.language);
+                queue.push(IndexUpdate::Buffer {
+                    uri,
+                    path,
+                    language,
+                    text,
+                });
             }
+            diagnostics
         })
         .await;
         let diagnostics = match computed {
@@ -141,9 +147,11 @@ pub fn reindex_buffer(state: &Arc<State>, uri: &Url) {
     let Some(snapshot) = state.snapshot(uri) else {
         return;
     };
-    let index = state.index();
-    tokio::task::spawn_blocking(move || {
-        index.update_text(&path, snapshot.language, &snapshot.rope.to_string())
+    state.index_updates.push(IndexUpdate::Buffer {
+        uri: snapshot.uri,
+        path,
+        language: snapshot.language,
+        text: snapshot.rope.to_string(),
     });
 }
 

@@ -4,6 +4,7 @@
 
 mod documents;
 pub mod guard;
+mod index_queue;
 mod lifecycle;
 mod progress;
 mod server;

@@ -6,6 +6,7 @@ use tower_lsp::jsonrpc::Result;
 use tower_lsp::lsp_types::*;
 use tower_lsp::{Client, LanguageServer};
 
+use super::index_queue::{self, IndexQueue};
 use super::state::State;
 use super::{documents, lifecycle, settings, symbols, workspace};
 
@@ -15,9 +16,10 @@ pub struct Server {
 
 impl Server {
     pub fn new(client: Client) -> Self {
-        Self {
-            state: Arc::new(State::new(client)),
-        }
+        let (queue, updates) = IndexQueue::new();
+        let state = Arc::new(State::new(client, queue));
+        index_queue::spawn_worker(Arc::downgrade(&state), updates);
+        Self { state }
     }
 }
 

@@ -13,6 +13,7 @@ use tower_lsp::lsp_types::{ClientCapabilities, Url};
 use tower_lsp::Client;
 use tree_sitter::Tree;
 
+use super::index_queue::IndexQueue;
 use crate::config::{Config, ConfigLayers, Source};
 use crate::document::Document;
 use crate::index::{IndexSettings, WorkspaceIndex};
@@ -37,6 +38,8 @@ pub struct State {
     pub analysis_generation: DashMap<Url, u64>,
     progress_tokens: AtomicU64,
     initialized: AtomicBool,
+    /// Index writes from handlers, applied in arrival order.
+    pub index_updates: IndexQueue,
 }
 
 /// A consistent copy of an open document, taken under the map's guard and
@@ -54,7 +57,7 @@ pub struct Snapshot {
 }
 
 impl State {
-    pub fn new(client: Client) -> Self {
+    pub fn new(client: Client, index_updates: IndexQueue) -> Self {
         let config = Config::default();
         Self {
             client,
@@ -70,6 +73,7 @@ impl State {
             analysis_generation: DashMap::new(),
             progress_tokens: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
+            index_updates,
         }
     }
 

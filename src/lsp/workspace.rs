@@ -11,6 +11,7 @@ use tower_lsp::lsp_types::{
     ProgressToken,
 };
 
+use super::index_queue::IndexUpdate;
 use super::progress::Progress;
 use super::settings;
 use super::state::{index_settings, State};
@@ -124,7 +125,7 @@ pub fn start_indexing(state: Arc<State>, client_token: Option<ProgressToken>) {
 
 pub async fn did_change_watched_files(state: &Arc<State>, params: DidChangeWatchedFilesParams) {
     let mut config_changed = false;
-    let mut updates = Vec::new();
+    // Enqueued before the first `.await`, so events apply in the order they came.
     for change in params.changes {
         let Ok(path) = change.uri.to_file_path() else {
             tracing::debug!(uri = %change.uri, "watched-file event for a non-file URI; ignored");
@@ -137,23 +138,13 @@ pub async fn did_change_watched_files(state: &Arc<State>, params: DidChangeWatch
         if state.documents.contains_key(&change.uri) {
             continue;
         }
-        updates.push((path, change.typ));
-    }
-    if !updates.is_empty() {
-        let index = state.index();
-        let result = tokio::task::spawn_blocking(move || {
-            for (path, typ) in updates {
-                if typ == FileChangeType::DELETED {
-                    index.remove_file(&path);
-                } else {
-                    index.update_file(&path);
-                }
-            }
-        })
-        .await;
-        if let Err(err) = result {
-            tracing::error!(%err, "updating the index from watched files failed");
-        }
+        state
+            .index_updates
+            .push(if change.typ == FileChangeType::DELETED {
+                IndexUpdate::Removed(path)
+            } else {
+                IndexUpdate::File(path)
+            });
     }
     if config_changed {
         settings::reload_files(state).await;

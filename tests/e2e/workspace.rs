@@ -188,3 +188,36 @@ fn saving_a_closed_file_reindexes_it() {
     );
     assert!(lsp.shutdown_and_exit().success());
 }
+
+#[test]
+fn watched_file_events_apply_in_arrival_order() {
+    let ws = project();
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+    // A file saved by "delete + create" (as some editors and tools do): the
+    // last event wins, so the symbol must be there in every round.
+    for round in 0..20 {
+        let name = format!("rewritten_{round}");
+        ws.write("src/lib.rs", &format!("pub fn {name}() {{}}\n"));
+        let uri = ws.uri("src/lib.rs");
+        lsp.notify(
+            "workspace/didChangeWatchedFiles",
+            json!({ "changes": [ { "uri": uri, "type": 3 } ] }),
+        );
+        lsp.notify(
+            "workspace/didChangeWatchedFiles",
+            json!({ "changes": [ { "uri": uri, "type": 1 } ] }),
+        );
+        lsp.poll("workspace/symbol", json!({ "query": name }), |r| {
+            names(r) == [name.as_str()]
+        });
+        // And it stays: no late "deleted" overtakes the "created".
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let again = lsp
+            .request("workspace/symbol", json!({ "query": name }))
+            .unwrap();
+        assert_eq!(names(&again), [name.as_str()], "round {round}");
+    }
+    assert!(lsp.shutdown_and_exit().success());
+}
