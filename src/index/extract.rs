@@ -32,6 +32,17 @@ impl FileData {
 }
 
 pub(super) fn extract(language: Language, text: &str) -> FileData {
+    let tree = syntax::parse_str(language, text, None);
+    extract_parsed(language, tree.as_ref(), text)
+}
+
+/// [`extract`] with a tree the caller already has for `text` (an open
+/// buffer's): saves a full parse per buffer update.
+pub(super) fn extract_parsed(
+    language: Language,
+    tree: Option<&tree_sitter::Tree>,
+    text: &str,
+) -> FileData {
     let mut data = FileData {
         language,
         lines: count_lines(text),
@@ -39,11 +50,10 @@ pub(super) fn extract(language: Language, text: &str) -> FileData {
         defs: Vec::new(),
         refs: Vec::new(),
     };
-    let Some(tree) = syntax::parse_str(language, text, None) else {
+    let Some(tree) = tree else {
         return data;
     };
-    let tags = syntax::tags(language, &tree, text);
-    drop(tree);
+    let tags = syntax::tags(language, tree, text);
     let lines = LineIndex::new(text);
     let mut defs = Vec::with_capacity(tags.definitions.len());
     flatten(

@@ -346,13 +346,26 @@ impl WorkspaceIndex {
     /// The path rules still apply (an ignored or excluded file is not
     /// indexed even when open); `language` falls back to the path's.
     pub fn update_text(&self, path: &Path, language: Option<Language>, text: &str) {
+        self.update_parsed(path, language, text, None);
+    }
+
+    /// [`update_text`](Self::update_text) reusing the buffer's syntax tree,
+    /// which must be current for `text` and of `language`.
+    pub fn update_parsed(
+        &self,
+        path: &Path,
+        language: Option<Language>,
+        text: &str,
+        tree: Option<&tree_sitter::Tree>,
+    ) {
         let seq = self.ticket();
         let max = self.settings.read().max_file_bytes;
         let language = language.or_else(|| Language::from_path(path));
         let accepted = text.len() as u64 <= max && self.filter.read().accepts(path, false);
-        let data = language
-            .filter(|_| accepted)
-            .map(|lang| extract::extract(lang, text));
+        let data = language.filter(|_| accepted).map(|lang| match tree {
+            Some(tree) => extract::extract_parsed(lang, Some(tree), text),
+            None => extract::extract(lang, text),
+        });
         let mut store = self.store.write();
         match data {
             Some(data) => store.commit(path, data, seq, Origin::Buffer),

@@ -110,11 +110,13 @@ fn schedule_analysis(state: &Arc<State>, uri: Url) {
             };
             if let Some(path) = index_path {
                 let (uri, language) = (snapshot.uri, snapshot.language);
+                let tree = snapshot.tree;
                 queue.push(IndexUpdate::Buffer {
                     uri,
                     path,
                     language,
                     text,
+                    tree,
                 });
             }
             diagnostics
@@ -152,6 +154,8 @@ pub fn reindex_buffer(state: &Arc<State>, uri: &Url) {
         path,
         language: snapshot.language,
         text: snapshot.rope.to_string(),
+        // Possibly behind the text (edits not yet reparsed): let the index parse.
+        tree: None,
     });
 }
 

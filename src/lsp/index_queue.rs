@@ -10,6 +10,7 @@ use std::sync::Weak;
 
 use tokio::sync::mpsc;
 use tower_lsp::lsp_types::Url;
+use tree_sitter::Tree;
 
 use super::state::State;
 use crate::syntax::Language;
@@ -24,6 +25,8 @@ pub enum IndexUpdate {
         path: PathBuf,
         language: Option<Language>,
         text: String,
+        /// Current for `text` when given: saves the index a parse.
+        tree: Option<Tree>,
     },
 }
 
@@ -65,10 +68,11 @@ pub fn spawn_worker(state: Weak<State>, mut rx: mpsc::UnboundedReceiver<IndexUpd
                             path,
                             language,
                             text,
+                            tree,
                         } => {
                             // Closed meanwhile: its `File` update (queued on close) has the last word.
                             if state.documents.contains_key(&uri) {
-                                index.update_text(&path, language, &text);
+                                index.update_parsed(&path, language, &text, tree.as_ref());
                             }
                         }
                     }
