@@ -51,9 +51,12 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
 
 pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
     let uri = params.text_document.uri;
+    // An open buffer is already analysed and indexed from its text, which
+    // is what was just saved; only a file saved without being open is news.
     if state.documents.contains_key(&uri) {
-        schedule_analysis(state, uri);
-    } else if let Ok(path) = uri.to_file_path() {
+        return;
+    }
+    if let Ok(path) = uri.to_file_path() {
         state.index_updates.push(IndexUpdate::File(path));
     }
 }
@@ -64,8 +67,7 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
         tracing::warn!(%uri, "didClose for a document that is not open; ignored");
         return;
     }
-    // Invalidate any analysis still waiting for this document.
-    state.next_generation(&uri);
+    // An analysis still waiting for this document finds its generation gone and stops.
     state.analysis_generation.remove(&uri);
     if let Ok(path) = uri.to_file_path() {
         if is_in_workspace(state, &path) {
@@ -109,8 +111,8 @@ fn schedule_analysis(state: &Arc<State>, uri: Url) {
                 Vec::new()
             };
             if let Some(path) = index_path {
-                let (uri, language) = (snapshot.uri, snapshot.language);
-                let tree = snapshot.tree;
+                // `parsed_snapshot` made the tree current for this text.
+                let (uri, language, tree) = (snapshot.uri, snapshot.language, snapshot.tree);
                 queue.push(IndexUpdate::Buffer {
                     uri,
                     path,
@@ -140,7 +142,8 @@ fn schedule_analysis(state: &Arc<State>, uri: Url) {
     });
 }
 
-/// Re-indexes an open buffer now (used after a workspace walk, which read the disk).
+/// Re-indexes an open buffer now: a fresh index (new roots or index
+/// settings) starts from the disk and must learn the open buffers again.
 pub fn reindex_buffer(state: &Arc<State>, uri: &Url) {
     let Ok(path) = uri.to_file_path() else { return };
     if !is_in_workspace(state, &path) {
