@@ -263,6 +263,7 @@ impl Document {
 #[allow(clippy::unwrap_used)] // in tests a panic is the failure report
 mod tests {
     use super::*;
+    use crate::position::tests::ts_point_naive;
 
     fn doc(text: &str) -> Document {
         let uri = Url::parse("file:///tmp/notes.txt").unwrap();
@@ -308,17 +309,6 @@ mod tests {
         assert_eq!((d.text().as_str(), d.version), ("abc", 5));
     }
 
-    /// tree-sitter's view: rows count `\n` only, columns are bytes.
-    fn naive_point(text: &str, byte: usize) -> tree_sitter::Point {
-        let before = &text.as_bytes()[..byte];
-        let row = before.iter().filter(|&&b| b == b'\n').count();
-        let col = before
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(byte, |i| byte - i - 1);
-        tree_sitter::Point::new(row, col)
-    }
-
     #[test]
     fn input_edits_are_exact() {
         let texts = ["fn a() {}\nlet 😀 = 1;\r\n", "a\rb\r\nc\rd\n😀x\r"];
@@ -338,15 +328,15 @@ mod tests {
                 after.replace_range(start..end, insert);
                 assert_eq!(
                     edit.start_position,
-                    naive_point(text, start),
+                    ts_point_naive(text, start),
                     "{text:?} {start}"
                 );
                 assert_eq!(
                     edit.old_end_position,
-                    naive_point(text, end),
+                    ts_point_naive(text, end),
                     "{text:?} {end}"
                 );
-                let new_end = naive_point(&after, start + insert.len());
+                let new_end = ts_point_naive(&after, start + insert.len());
                 assert_eq!(edit.new_end_position, new_end, "{text:?} {insert:?}");
                 assert_eq!(edit.new_end_byte, start + insert.len());
                 d.replace_bytes(start..end, insert);

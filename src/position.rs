@@ -371,7 +371,7 @@ impl<'a> LineIndex<'a> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)] // in tests a panic is the failure report
-mod tests {
+pub(crate) mod tests {
     use super::PositionEncoding::{Utf16, Utf32, Utf8};
     use super::*;
 
@@ -641,7 +641,7 @@ mod tests {
     }
 
     /// Reference: row = `\n`s before, column = bytes since the last `\n`.
-    fn ts_point_naive(text: &str, byte: usize) -> Point {
+    pub(crate) fn ts_point_naive(text: &str, byte: usize) -> Point {
         let before = &text.as_bytes()[..byte];
         let row = before.iter().filter(|&&b| b == b'\n').count();
         let col = before

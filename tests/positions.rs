@@ -10,70 +10,8 @@ use proptest::prelude::*;
 use ropey::Rope;
 use tower_lsp::lsp_types::{Position, Range};
 
-/// `(start, content_end)` byte offsets of each LSP line.
-fn ref_lines(text: &str) -> Vec<(usize, usize)> {
-    let bytes = text.as_bytes();
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\r' if bytes.get(i + 1) == Some(&b'\n') => {
-                lines.push((start, i));
-                i += 2;
-                start = i;
-            }
-            b'\r' | b'\n' => {
-                lines.push((start, i));
-                i += 1;
-                start = i;
-            }
-            _ => i += 1,
-        }
-    }
-    lines.push((start, bytes.len()));
-    lines
-}
-
-fn units(c: char, enc: PositionEncoding) -> usize {
-    match enc {
-        PositionEncoding::Utf8 => c.len_utf8(),
-        PositionEncoding::Utf16 => c.len_utf16(),
-        PositionEncoding::Utf32 => 1,
-    }
-}
-
-fn ref_offset(text: &str, pos: Position, enc: PositionEncoding) -> usize {
-    let lines = ref_lines(text);
-    let Some(&(start, end)) = lines.get(pos.line as usize) else {
-        return text.len();
-    };
-    let mut col = 0usize;
-    for (i, c) in text[start..end].char_indices() {
-        // The column is at or inside this char: round down to its start.
-        if col + units(c, enc) > pos.character as usize {
-            return start + i;
-        }
-        col += units(c, enc);
-    }
-    end
-}
-
-fn ref_position(text: &str, byte: usize, enc: PositionEncoding) -> Position {
-    let mut byte = byte.min(text.len());
-    while !text.is_char_boundary(byte) {
-        byte -= 1;
-    }
-    let lines = ref_lines(text);
-    // The last line starting at or before the byte.
-    let line = lines.iter().rposition(|&(s, _)| s <= byte).unwrap();
-    let (start, end) = lines[line];
-    let col: usize = text[start..byte.min(end)]
-        .chars()
-        .map(|c| units(c, enc))
-        .sum();
-    Position::new(line as u32, col as u32)
-}
+mod reference;
+use reference::{ref_lines, ref_offset, ref_position};
 
 const POOL: &[&str] = &[
     "a",
