@@ -185,13 +185,7 @@ fn index(path: Option<PathBuf>, query: Option<String>, json: bool) -> i32 {
             return 2;
         }
     };
-    let index = WorkspaceIndex::new(crate::index::IndexSettings {
-        max_file_bytes: config.index.max_file_bytes,
-        exclude: config.index.exclude.clone(),
-        threads: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2),
-    });
+    let index = WorkspaceIndex::new(crate::index::IndexSettings::from_config(&config.index));
     let started = Instant::now();
     let stats = index.index_roots(
         std::slice::from_ref(&root),

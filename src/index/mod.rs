@@ -35,6 +35,17 @@ pub struct IndexSettings {
     pub threads: usize,
 }
 
+impl IndexSettings {
+    /// The `[index]` configuration, with one worker thread per core.
+    pub fn from_config(config: &crate::config::IndexConfig) -> Self {
+        Self {
+            max_file_bytes: config.max_file_bytes,
+            exclude: config.exclude.clone(),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for IndexSettings {
     fn default() -> Self {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get());

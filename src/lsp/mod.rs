@@ -18,8 +18,6 @@ use std::sync::Arc;
 
 use tower_lsp::LspService;
 
-pub use lifecycle::capabilities;
-
 /// Serves LSP over stdio until `exit` (or end of input); returns the process exit code.
 pub async fn serve_stdio() -> i32 {
     let lifecycle = Arc::new(guard::Lifecycle::default());

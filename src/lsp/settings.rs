@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tower_lsp::lsp_types::{ConfigurationItem, MessageType};
 
-use super::state::{index_settings, State};
+use super::state::State;
 use super::workspace;
 use crate::config::Source;
 
@@ -81,10 +81,7 @@ pub async fn apply(state: &Arc<State>) {
                     .await;
             }
             let old = state.config();
-            let index_changed = index_settings(&old).max_file_bytes
-                != resolved.config.index.max_file_bytes
-                || old.index.exclude != resolved.config.index.exclude
-                || old.index.enabled != resolved.config.index.enabled;
+            let index_changed = old.index != resolved.config.index;
             crate::logging::set_level(&resolved.config.log.level);
             state.set_config(resolved.config);
             tracing::info!("configuration applied");

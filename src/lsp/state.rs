@@ -67,7 +67,9 @@ impl State {
             roots: RwLock::new(Vec::new()),
             file_layers: Mutex::new(ConfigLayers::default()),
             client_layers: Mutex::new(BTreeMap::new()),
-            index: RwLock::new(Arc::new(WorkspaceIndex::new(index_settings(&config)))),
+            index: RwLock::new(Arc::new(WorkspaceIndex::new(IndexSettings::from_config(
+                &config.index,
+            )))),
             config: RwLock::new(Arc::new(config)),
             index_cancel: Mutex::new(Arc::new(AtomicBool::new(false))),
             analysis_generation: DashMap::new(),
@@ -175,15 +177,5 @@ impl State {
             "fettle/{}",
             self.progress_tokens.fetch_add(1, Ordering::Relaxed)
         )
-    }
-}
-
-pub fn index_settings(config: &Config) -> IndexSettings {
-    IndexSettings {
-        max_file_bytes: config.index.max_file_bytes,
-        exclude: config.index.exclude.clone(),
-        threads: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2),
     }
 }

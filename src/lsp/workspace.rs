@@ -14,8 +14,8 @@ use tower_lsp::lsp_types::{
 use super::index_queue::IndexUpdate;
 use super::progress::Progress;
 use super::settings;
-use super::state::{index_settings, State};
-use crate::index::WorkspaceIndex;
+use super::state::State;
+use crate::index::{IndexSettings, WorkspaceIndex};
 
 /// The workspace roots named by `initialize`: folders, else `rootUri`, else `rootPath`.
 #[allow(deprecated)] // rootUri/rootPath are deprecated but older clients only send those.
@@ -49,7 +49,9 @@ pub fn start_indexing(state: Arc<State>, client_token: Option<ProgressToken>) {
     previous.store(true, Ordering::SeqCst);
 
     let config = state.config();
-    let index = state.replace_index(WorkspaceIndex::new(index_settings(&config)));
+    let index = state.replace_index(WorkspaceIndex::new(IndexSettings::from_config(
+        &config.index,
+    )));
     if !config.index.enabled {
         tracing::info!("workspace index disabled by configuration");
         return;

@@ -252,15 +252,18 @@ impl Lsp {
         );
     }
 
+    /// The `textDocument/documentSymbol` result for `uri`.
+    pub fn document_symbols(&mut self, uri: &str) -> Value {
+        self.request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": uri } }),
+        )
+        .expect("documentSymbol failed")
+    }
+
     /// The names of the document's top-level symbols.
     pub fn symbol_names(&mut self, uri: &str) -> Vec<String> {
-        let symbols = self
-            .request(
-                "textDocument/documentSymbol",
-                json!({ "textDocument": { "uri": uri } }),
-            )
-            .expect("documentSymbol failed");
-        symbols
+        self.document_symbols(uri)
             .as_array()
             .expect("a symbol list")
             .iter()
@@ -398,10 +401,6 @@ fn read_messages(stdout: impl Read, tx: mpsc::Sender<Incoming>) {
 }
 
 pub fn file_uri(path: &Path) -> String {
-    url_of(path)
-}
-
-fn url_of(path: &Path) -> String {
     let mut out = String::from("file://");
     for byte in path.to_str().expect("utf-8 path").bytes() {
         match byte {

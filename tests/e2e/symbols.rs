@@ -1,6 +1,6 @@
 use serde_json::{json, Value};
 
-use crate::harness::{redact, Lsp, Workspace};
+use crate::harness::{Lsp, Workspace};
 
 const SHAPES: &str = include_str!("../fixtures/e2e/shapes.rs");
 
@@ -10,12 +10,7 @@ fn symbols_for(encoding: &str) -> Value {
     lsp.initialize(&ws.root(), Lsp::capabilities(&[encoding]), None);
     let uri = ws.uri("src/shapes.rs");
     lsp.open(&uri, "rust", SHAPES);
-    let symbols = lsp
-        .request(
-            "textDocument/documentSymbol",
-            json!({ "textDocument": { "uri": uri } }),
-        )
-        .unwrap();
+    let symbols = lsp.document_symbols(&uri);
     assert!(lsp.shutdown_and_exit().success());
     symbols
 }
@@ -54,12 +49,7 @@ fn document_symbols_follow_incremental_edits() {
             { "range": { "start": { "line": 4, "character": 0 }, "end": { "line": 4, "character": 0 } }, "text": "def 🎉party(): pass\n" }
         ] }),
     );
-    let symbols = lsp
-        .request(
-            "textDocument/documentSymbol",
-            json!({ "textDocument": { "uri": uri } }),
-        )
-        .unwrap();
+    let symbols = lsp.document_symbols(&uri);
     insta::assert_json_snapshot!(symbols);
     assert!(lsp.shutdown_and_exit().success());
 }
@@ -71,13 +61,7 @@ fn flat_symbols_for_clients_without_hierarchy() {
     lsp.initialize(&ws.root(), json!({}), None);
     let uri = ws.uri("src/shapes.rs");
     lsp.open(&uri, "rust", SHAPES);
-    let symbols = lsp
-        .request(
-            "textDocument/documentSymbol",
-            json!({ "textDocument": { "uri": uri } }),
-        )
-        .unwrap();
-    let symbols = redact(&symbols, &ws.root());
+    let symbols = lsp.document_symbols(&uri);
     let area = symbols
         .as_array()
         .unwrap()
@@ -102,12 +86,7 @@ fn plain_text_documents_have_no_symbols_but_work() {
         json!({ "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [
             { "range": { "start": { "line": 0, "character": 7 }, "end": { "line": 0, "character": 7 } }, "text": "more " } ] }),
     );
-    let symbols = lsp
-        .request(
-            "textDocument/documentSymbol",
-            json!({ "textDocument": { "uri": uri } }),
-        )
-        .unwrap();
+    let symbols = lsp.document_symbols(&uri);
     assert_eq!(symbols, json!([]));
     assert!(lsp.shutdown_and_exit().success());
 }
