@@ -8,5 +8,7 @@ pub mod document;
 pub mod index;
 pub mod logging;
 pub mod lsp;
+pub mod mock;
+pub mod model;
 pub mod position;
 pub mod syntax;

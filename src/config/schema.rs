@@ -133,8 +133,25 @@ pub struct ModelConfig {
     pub max_tokens: u32,
     #[serde(default = "default_temperature")]
     pub temperature: f64,
+    /// Time to the first byte of the answer (headers, or the first streamed
+    /// token for the local model), in milliseconds.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Time to establish the TCP/TLS connection, in milliseconds.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// Whole-request limit including streaming, in milliseconds.
+    #[serde(default = "default_total_timeout_ms")]
+    pub total_timeout_ms: u64,
+    /// Retries on 429, 5xx and connection errors, before any output arrived.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// Local model only: context window in tokens (the KV cache size).
+    #[serde(default = "default_context_tokens")]
+    pub context_tokens: u32,
+    /// Local model only: inference threads; 0 means one per CPU core.
+    #[serde(default)]
+    pub threads: u32,
     /// Merged into every request body.
     #[serde(default)]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
@@ -148,6 +165,18 @@ fn default_temperature() -> f64 {
 }
 fn default_timeout_ms() -> u64 {
     5000
+}
+fn default_connect_timeout_ms() -> u64 {
+    2000
+}
+fn default_total_timeout_ms() -> u64 {
+    120_000
+}
+fn default_max_retries() -> u32 {
+    2
+}
+fn default_context_tokens() -> u32 {
+    4096
 }
 
 impl ModelConfig {
@@ -163,6 +192,11 @@ impl ModelConfig {
             max_tokens: default_model_max_tokens(),
             temperature: default_temperature(),
             timeout_ms: default_timeout_ms(),
+            connect_timeout_ms: default_connect_timeout_ms(),
+            total_timeout_ms: default_total_timeout_ms(),
+            max_retries: default_max_retries(),
+            context_tokens: default_context_tokens(),
+            threads: 0,
             extra_body: serde_json::Map::new(),
         }
     }
@@ -374,6 +408,7 @@ keyword_enum!(
         CodeGemma => "codegemma",
         Granite => "granite",
         Chat => "chat",
+        Suffix => "suffix",
         None => "none",
     }
 );

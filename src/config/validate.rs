@@ -139,6 +139,14 @@ fn check_model(f: &mut Findings, name: &str, m: &ModelConfig, is_default: &dyn F
     }
     f.positive(&at("max_tokens"), m.max_tokens.into());
     f.positive(&at("timeout_ms"), m.timeout_ms);
+    f.positive(&at("connect_timeout_ms"), m.connect_timeout_ms);
+    f.positive(&at("total_timeout_ms"), m.total_timeout_ms);
+    if m.provider == Provider::Local && m.context_tokens < 256 {
+        f.error(
+            &at("context_tokens"),
+            format!("must be at least 256, found {}", m.context_tokens),
+        );
+    }
 }
 
 /// Checks an `index.exclude` pattern the way the index will use it: as a

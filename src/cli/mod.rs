@@ -1,4 +1,5 @@
-//! The command line: `fettle [serve]`, `fettle doctor`, `fettle index`.
+//! The command line: `fettle [serve]`, `fettle doctor`, `fettle index`,
+//! `fettle model fetch`, `fettle mock-model`.
 //! This is the one place allowed to print to stdout outside the protocol,
 //! and only for subcommands that do not serve LSP.
 
@@ -6,11 +7,13 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
+mod doctor;
+mod model;
+
 use clap::{Parser, Subcommand};
 
 use crate::config::ConfigLayers;
 use crate::index::{IndexProgress, WorkspaceIndex};
-use crate::syntax::Language;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -35,7 +38,18 @@ enum Command {
     Doctor {
         /// The workspace whose `fettle.toml` to read (default: the current directory).
         path: Option<PathBuf>,
+        /// Skip the round trip to each model (no network, no model loading).
+        #[arg(long)]
+        no_probe: bool,
     },
+    /// Manage the embedded model.
+    Model {
+        #[command(subcommand)]
+        command: model::ModelCommand,
+    },
+    /// Run the scriptable mock model server (for tests and development).
+    #[command(name = "mock-model")]
+    MockModel(model::MockModelArgs),
     /// Index a directory and print what the workspace index sees.
     Index {
         /// The directory to index (default: the current directory).
@@ -61,7 +75,9 @@ pub fn main() -> i32 {
     };
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(),
-        Command::Doctor { path } => doctor(path),
+        Command::Doctor { path, no_probe } => doctor::run(path, no_probe),
+        Command::Model { command } => model::run(command),
+        Command::MockModel(args) => model::mock_model(args),
         Command::Index { path, query, json } => index(path, query, json),
     }
 }
@@ -84,6 +100,7 @@ fn serve() -> i32 {
     code
 }
 
+/// `path` (or the current directory), canonicalized; exit code 2 on failure.
 fn workspace_or_cwd(path: Option<PathBuf>) -> Result<PathBuf, i32> {
     let path = match path {
         Some(path) => path,
@@ -96,76 +113,6 @@ fn workspace_or_cwd(path: Option<PathBuf>) -> Result<PathBuf, i32> {
         eprintln!("fettle: {}: {err}", path.display());
         2
     })
-}
-
-fn doctor(path: Option<PathBuf>) -> i32 {
-    crate::logging::init("warn");
-    let root = match workspace_or_cwd(path) {
-        Ok(root) => root,
-        Err(code) => return code,
-    };
-    println!("fettle {}", env!("CARGO_PKG_VERSION"));
-    println!("workspace: {}", root.display());
-    let (layers, file_errors) = ConfigLayers::load_files(std::slice::from_ref(&root));
-    let mut code = 0;
-    for error in &file_errors {
-        println!("error: {error}");
-        code = 1;
-    }
-    println!();
-    println!("configuration:");
-    match layers.resolve() {
-        Ok(resolved) => {
-            for line in resolved.render().lines() {
-                println!("  {line}");
-            }
-            for warning in &resolved.warnings {
-                println!("warning: {warning}");
-            }
-            println!();
-            println!("models:");
-            for (name, model) in &resolved.config.models {
-                let target = match model.provider {
-                    crate::config::Provider::Local => {
-                        let path = model
-                            .expanded_path()
-                            .map(|p| p.display().to_string())
-                            .unwrap_or_default();
-                        let present = if std::path::Path::new(&path).is_file() {
-                            "present"
-                        } else {
-                            "missing"
-                        };
-                        format!("{path} ({present})")
-                    }
-                    _ => format!(
-                        "{} at {}",
-                        model.model.as_deref().unwrap_or("(server default)"),
-                        model.effective_base_url().unwrap_or_default()
-                    ),
-                };
-                println!("  {name:<12} {:<10} {target}", model.provider.as_str());
-            }
-            println!(
-                "  (model inference is not in this build yet: it arrives with the model layer)"
-            );
-        }
-        Err(err) => {
-            println!("error: {err}");
-            code = 1;
-        }
-    }
-    println!();
-    println!("grammars:");
-    for language in Language::ALL {
-        let status = if crate::syntax::parse_str(*language, "", None).is_some() {
-            "ok"
-        } else {
-            "FAILED to load"
-        };
-        println!("  {:<12} {status}", language.name());
-    }
-    code
 }
 
 fn index(path: Option<PathBuf>, query: Option<String>, json: bool) -> i32 {
@@ -240,4 +187,16 @@ fn index(path: Option<PathBuf>, query: Option<String>, json: bool) -> i32 {
         }
     }
     0
+}
+
+/// A small runtime for the subcommands that do async work.
+fn runtime() -> Result<tokio::runtime::Runtime, i32> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|err| {
+            eprintln!("fettle: cannot start the async runtime: {err}");
+            1
+        })
 }

@@ -1,0 +1,174 @@
+//! `fettle doctor`: the resolved configuration with provenance, each
+//! configured model checked with a tiny round trip, and the grammars.
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+
+use crate::config::{Config, ConfigLayers, ModelConfig, Provider};
+use crate::model::{ChatEvent, ChatRequest, FimRequest, GenOptions, Message, Model, ModelError};
+use crate::syntax::Language;
+
+pub(super) fn run(path: Option<PathBuf>, no_probe: bool) -> i32 {
+    crate::logging::init("warn");
+    let root = match super::workspace_or_cwd(path) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
+    println!("fettle {}", env!("CARGO_PKG_VERSION"));
+    println!("workspace: {}", root.display());
+    let (layers, file_errors) = ConfigLayers::load_files(std::slice::from_ref(&root));
+    let mut code = 0;
+    for error in &file_errors {
+        println!("error: {error}");
+        code = 1;
+    }
+    println!();
+    println!("configuration:");
+    match layers.resolve() {
+        Ok(resolved) => {
+            for line in resolved.render().lines() {
+                println!("  {line}");
+            }
+            for warning in &resolved.warnings {
+                println!("warning: {warning}");
+            }
+            println!();
+            if !models(&resolved.config, no_probe) {
+                code = 1;
+            }
+        }
+        Err(err) => {
+            println!("error: {err}");
+            code = 1;
+        }
+    }
+    println!();
+    println!("grammars:");
+    for language in Language::ALL {
+        let status = if crate::syntax::parse_str(*language, "", None).is_some() {
+            "ok"
+        } else {
+            "FAILED to load"
+        };
+        println!("  {:<12} {status}", language.name());
+    }
+    code
+}
+
+/// Prints each model and, unless `no_probe`, its round-trip check. Returns
+/// false when a model that a feature uses is broken.
+fn models(config: &Config, no_probe: bool) -> bool {
+    println!("models:");
+    let users = |name: &str| -> Vec<&str> {
+        [
+            ("completion", &config.completion.model),
+            ("edit", &config.edit.model),
+            ("agent", &config.agent.model),
+        ]
+        .into_iter()
+        .filter(|(_, m)| m.as_str() == name)
+        .map(|(feature, _)| feature)
+        .collect()
+    };
+    let runtime = match super::runtime() {
+        Ok(r) => r,
+        Err(_) => return false,
+    };
+    let mut healthy = true;
+    for (name, model) in &config.models {
+        let used_by = users(name);
+        let used = if used_by.is_empty() {
+            "unused".to_string()
+        } else {
+            format!("used by {}", used_by.join(", "))
+        };
+        println!("  {name} ({}, {used}): {}", model.provider, describe(model));
+        if let Some(var) = model.api_key_env.as_deref().filter(|v| !v.is_empty()) {
+            let state = match std::env::var(var) {
+                Ok(v) if !v.is_empty() => "set",
+                _ => "NOT SET",
+            };
+            println!("    api key: ${var} is {state}");
+        }
+        if no_probe {
+            continue;
+        }
+        let outcome = runtime.block_on(probe(name, model));
+        match outcome {
+            Ok(report) => println!("    ok: {report}"),
+            Err(err) => {
+                println!("    FAILED: {err}");
+                healthy &= used_by.is_empty();
+            }
+        }
+    }
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    healthy
+}
+
+fn describe(model: &ModelConfig) -> String {
+    match model.provider {
+        Provider::Local => model
+            .expanded_path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "(no path)".to_string()),
+        _ => format!(
+            "{} at {}",
+            model.model.as_deref().unwrap_or("(server default)"),
+            model.effective_base_url().unwrap_or_default()
+        ),
+    }
+}
+
+/// A tiny request: a few tokens of FIM for the local model (which also
+/// proves the weights load), a one-word chat for remote ones (which proves
+/// the server is reachable, the key accepted and the model known).
+async fn probe(name: &str, config: &ModelConfig) -> Result<String, ModelError> {
+    if config.provider == Provider::Local {
+        let path = crate::model::local::check_weights(name, config)?;
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        println!("    weights: present, {:.1} MB", size as f64 / 1e6);
+    }
+    let model = Model::new(name, config)?;
+    let options = GenOptions {
+        max_tokens: Some(4),
+        temperature: Some(0.0),
+        stop: Vec::new(),
+    };
+    let started = Instant::now();
+    let mut first = None;
+    let mut text = String::new();
+    if config.provider == Provider::Local {
+        let mut stream = model.fim(FimRequest {
+            prefix: "fn add(a: i32, b: i32) -> i32 {\n    ".to_string(),
+            suffix: "\n}\n".to_string(),
+            options,
+            ..Default::default()
+        });
+        while let Some(piece) = stream.next().await {
+            first.get_or_insert_with(|| started.elapsed());
+            text.push_str(&piece?);
+        }
+    } else {
+        let mut stream = model.chat(ChatRequest {
+            messages: vec![Message::user("Reply with the single word OK.")],
+            tools: Vec::new(),
+            options,
+        });
+        while let Some(event) = stream.next().await {
+            first.get_or_insert_with(|| started.elapsed());
+            if let ChatEvent::TextDelta(t) = event? {
+                text.push_str(&t);
+            }
+        }
+    }
+    let total = started.elapsed();
+    let first = first.unwrap_or(total);
+    Ok(format!(
+        "answered {:?} (first output after {} ms, done in {} ms)",
+        crate::model::shorten_for_display(&text, 40),
+        first.as_millis(),
+        total.as_millis()
+    ))
+}

@@ -1,0 +1,546 @@
+//! HTTP plumbing shared by the remote providers: one pooled client, the
+//! retry policy, status → [`ModelError`] mapping, and the streaming decoders
+//! (server-sent events and newline-delimited JSON) with idle and total
+//! deadlines.
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+
+use super::error::{shorten, ModelError};
+use crate::config::ModelConfig;
+
+/// The shared client for a given connect timeout. Models almost always share
+/// one value, so in practice this is one client: one connection pool with
+/// keep-alive, HTTP/2 where the server offers it (ALPN).
+pub(crate) fn client(connect_timeout: Duration) -> reqwest::Client {
+    static CLIENTS: OnceLock<Mutex<HashMap<Duration, reqwest::Client>>> = OnceLock::new();
+    let clients = CLIENTS.get_or_init(Default::default);
+    let mut clients = clients
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    clients
+        .entry(connect_timeout)
+        .or_insert_with(|| {
+            reqwest::Client::builder()
+                .connect_timeout(connect_timeout)
+                .pool_idle_timeout(Duration::from_secs(90))
+                .tcp_nodelay(true)
+                .user_agent(concat!("fettle/", env!("CARGO_PKG_VERSION")))
+                .build()
+                // Building fails only when the TLS backend cannot initialise;
+                // a default client then still serves plain-http endpoints.
+                .unwrap_or_default()
+        })
+        .clone()
+}
+
+/// Everything a provider needs to talk to one configured model over HTTP.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    /// The model's name in `[models]`, for messages.
+    pub name: String,
+    /// `base_url` without a trailing slash.
+    pub base_url: String,
+    /// The key, read from `api_key_env` when the model was built. Never logged.
+    api_key: Option<String>,
+    pub api_key_env: Option<String>,
+    pub first_byte_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub total_timeout: Duration,
+    pub max_retries: u32,
+}
+
+impl Endpoint {
+    pub fn from_config(name: &str, cfg: &ModelConfig) -> Result<Self, ModelError> {
+        let base = cfg.effective_base_url().unwrap_or_default();
+        let base_url = base.trim_end_matches('/').to_string();
+        if let Err(e) = reqwest::Url::parse(&base_url) {
+            return Err(ModelError::BadUrl {
+                model: name.to_string(),
+                url: base.to_string(),
+                reason: e.to_string(),
+            });
+        }
+        let api_key_env = cfg.api_key_env.clone().filter(|v| !v.is_empty());
+        let api_key = api_key_env
+            .as_deref()
+            .and_then(|var| std::env::var(var).ok())
+            .filter(|k| !k.is_empty());
+        Ok(Self {
+            name: name.to_string(),
+            base_url,
+            api_key,
+            api_key_env,
+            first_byte_timeout: Duration::from_millis(cfg.timeout_ms),
+            connect_timeout: Duration::from_millis(cfg.connect_timeout_ms),
+            total_timeout: Duration::from_millis(cfg.total_timeout_ms),
+            max_retries: cfg.max_retries,
+        })
+    }
+
+    /// The key, if the configured variable holds one.
+    pub fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
+    /// `base_url` joined with `path` (which starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+
+    /// POSTs `body` as JSON and returns the response once its headers are in
+    /// and its status is a success. Retries 429, 5xx and connection errors
+    /// with exponential backoff and jitter (honoring `Retry-After`). Retrying
+    /// happens only here, before any of the body was read, so a stream that
+    /// has produced output is never retried.
+    pub async fn post(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &Value,
+    ) -> Result<Response, ModelError> {
+        let started = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let mut request = client(self.connect_timeout).post(url).json(body);
+            for (name, value) in headers {
+                request = request.header(*name, value);
+            }
+            let err = match tokio::time::timeout(self.first_byte_timeout, request.send()).await {
+                Err(_) => self.timeout(url, "answer", "timeout_ms", self.first_byte_timeout),
+                Ok(Err(e)) => self.transport_error(url, &e),
+                Ok(Ok(resp)) if resp.status().is_success() => {
+                    return Ok(Response {
+                        inner: resp,
+                        deadline: started + self.total_timeout,
+                        endpoint: self.clone(),
+                        url: url.to_string(),
+                    })
+                }
+                Ok(Ok(resp)) => self.status_error(url, resp, attempt, body).await,
+            };
+            if !err.is_retryable() || attempt > self.max_retries {
+                return Err(err);
+            }
+            let delay = backoff(attempt, retry_after_of(&err));
+            if started.elapsed() + delay >= self.total_timeout {
+                return Err(err);
+            }
+            tracing::info!(model = %self.name, attempt, delay_ms = delay.as_millis() as u64, error = %err, "retrying model request");
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    pub fn timeout(
+        &self,
+        url: &str,
+        what: &'static str,
+        key: &'static str,
+        limit: Duration,
+    ) -> ModelError {
+        ModelError::Timeout {
+            model: self.name.clone(),
+            url: url.to_string(),
+            what,
+            key,
+            limit,
+        }
+    }
+
+    pub fn malformed(&self, url: &str, reason: impl Into<String>) -> ModelError {
+        ModelError::MalformedResponse {
+            model: self.name.clone(),
+            url: url.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn truncated(&self, url: &str, reason: impl Into<String>) -> ModelError {
+        ModelError::TruncatedStream {
+            model: self.name.clone(),
+            url: url.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    fn transport_error(&self, url: &str, e: &reqwest::Error) -> ModelError {
+        if e.is_builder() {
+            return ModelError::BadUrl {
+                model: self.name.clone(),
+                url: url.to_string(),
+                reason: root_cause(e),
+            };
+        }
+        if e.is_timeout() {
+            return self.timeout(
+                url,
+                "connection",
+                "connect_timeout_ms",
+                self.connect_timeout,
+            );
+        }
+        ModelError::Connect {
+            model: self.name.clone(),
+            url: url.to_string(),
+            reason: root_cause(e),
+        }
+    }
+
+    async fn status_error(
+        &self,
+        url: &str,
+        resp: reqwest::Response,
+        attempts: u32,
+        body: &Value,
+    ) -> ModelError {
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        // The error body is short; cap the wait so a stalled one cannot hang us.
+        let text = tokio::time::timeout(self.first_byte_timeout, resp.text())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let detail = error_detail(&text)
+            .map(|d| format!(": {}", shorten(&d, 300)))
+            .unwrap_or_default();
+        let model = self.name.clone();
+        let url = url.to_string();
+        match status {
+            401 | 403 => ModelError::Auth {
+                model,
+                url,
+                status,
+                hint: self.auth_hint(),
+            },
+            404 => ModelError::ModelNotFound {
+                name: body
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(none)")
+                    .to_string(),
+                model,
+                url,
+                detail,
+            },
+            429 => ModelError::RateLimited {
+                model,
+                url,
+                retry_after,
+                attempts,
+            },
+            500..=599 => ModelError::Server {
+                model,
+                url,
+                status,
+                detail,
+                attempts,
+            },
+            _ => ModelError::Http {
+                model,
+                url,
+                status,
+                detail,
+            },
+        }
+    }
+
+    fn auth_hint(&self) -> String {
+        match (&self.api_key_env, self.api_key.is_some()) {
+            (Some(var), true) => format!(
+                "Check the key in the environment variable {var} (models.{}.api_key_env).",
+                self.name
+            ),
+            (Some(var), false) => format!(
+                "The environment variable {var} (models.{}.api_key_env) is not set or empty; set it to your API key and restart.",
+                self.name
+            ),
+            (None, _) => format!(
+                "This server needs a key: set models.{}.api_key_env to the name of an environment variable holding it.",
+                self.name
+            ),
+        }
+    }
+}
+
+/// A successful response whose body is still to be read.
+pub(crate) struct Response {
+    inner: reqwest::Response,
+    deadline: Instant,
+    endpoint: Endpoint,
+    url: String,
+}
+
+impl Response {
+    /// The whole body as JSON, within the request's total deadline.
+    pub async fn json(self) -> Result<Value, ModelError> {
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let bytes = match tokio::time::timeout(remaining, self.inner.bytes()).await {
+            Err(_) => {
+                return Err(self.endpoint.timeout(
+                    &self.url,
+                    "complete answer",
+                    "total_timeout_ms",
+                    self.endpoint.total_timeout,
+                ))
+            }
+            Ok(Err(e)) => return Err(self.endpoint.truncated(&self.url, root_cause(&e))),
+            Ok(Ok(b)) => b,
+        };
+        serde_json::from_slice(&bytes).map_err(|e| {
+            self.endpoint.malformed(
+                &self.url,
+                format!(
+                    "{e}; body: {}",
+                    shorten(&String::from_utf8_lossy(&bytes), 200)
+                ),
+            )
+        })
+    }
+
+    /// The body as lines (NDJSON), each decoded as JSON. Empty lines are skipped.
+    pub fn ndjson(self) -> impl Stream<Item = Result<Value, ModelError>> + Send + 'static {
+        let endpoint = self.endpoint.clone();
+        let url = self.url.clone();
+        self.lines().map(move |line| {
+            let line = line?;
+            serde_json::from_str(&line).map_err(|e| {
+                endpoint.malformed(&url, format!("{e} in line {:?}", shorten(&line, 200)))
+            })
+        })
+    }
+
+    /// The body as server-sent events.
+    pub fn sse(self) -> impl Stream<Item = Result<SseEvent, ModelError>> + Send + 'static {
+        async_stream::stream! {
+            let mut event = SseEvent::default();
+            let mut has_data = false;
+            let lines = self.lines();
+            futures::pin_mut!(lines);
+            while let Some(line) = lines.next().await {
+                let line = match line {
+                    Ok(l) => l,
+                    Err(e) => { yield Err(e); return; }
+                };
+                if line.is_empty() {
+                    if has_data || event.event.is_some() {
+                        yield Ok(std::mem::take(&mut event));
+                        has_data = false;
+                    }
+                    continue;
+                }
+                if line.starts_with(':') {
+                    continue; // comment / keep-alive
+                }
+                let (field, value) = match line.split_once(':') {
+                    Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+                    None => (line.as_str(), ""),
+                };
+                match field {
+                    "event" => event.event = Some(value.to_string()),
+                    "data" => {
+                        if has_data {
+                            event.data.push('\n');
+                        }
+                        event.data.push_str(value);
+                        has_data = true;
+                    }
+                    _ => {} // id, retry: unused
+                }
+            }
+            if has_data {
+                yield Ok(event);
+            }
+        }
+    }
+
+    /// The body split into lines (without `\n`/`\r\n`), applying the idle
+    /// (`timeout_ms`) and total deadlines. A transport error mid-body is a
+    /// truncated stream.
+    fn lines(self) -> impl Stream<Item = Result<String, ModelError>> + Send + 'static {
+        let Response {
+            inner,
+            deadline,
+            endpoint,
+            url,
+        } = self;
+        async_stream::stream! {
+            let mut body = inner.bytes_stream();
+            let mut buf: Vec<u8> = Vec::new();
+            loop {
+                let now = Instant::now();
+                let idle = endpoint.first_byte_timeout.min(deadline.saturating_duration_since(now));
+                let next: Option<Result<Bytes, reqwest::Error>> = match tokio::time::timeout(idle, body.next()).await {
+                    Ok(n) => n,
+                    Err(_) => {
+                        let total_hit = Instant::now() >= deadline;
+                        yield Err(if total_hit {
+                            endpoint.timeout(&url, "complete answer", "total_timeout_ms", endpoint.total_timeout)
+                        } else {
+                            endpoint.timeout(&url, "further output", "timeout_ms", endpoint.first_byte_timeout)
+                        });
+                        return;
+                    }
+                };
+                match next {
+                    None => break,
+                    Some(Err(e)) => {
+                        yield Err(endpoint.truncated(&url, root_cause(&e)));
+                        return;
+                    }
+                    Some(Ok(chunk)) => {
+                        buf.extend_from_slice(&chunk);
+                        while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
+                            let mut line: Vec<u8> = buf.drain(..=pos).collect();
+                            line.pop();
+                            if line.last() == Some(&b'\r') {
+                                line.pop();
+                            }
+                            yield Ok(String::from_utf8_lossy(&line).into_owned());
+                        }
+                    }
+                }
+            }
+            if !buf.is_empty() {
+                yield Ok(String::from_utf8_lossy(&buf).into_owned());
+            }
+        }
+    }
+}
+
+/// Merges a model's `extra_body` into a request body, key by key (the
+/// user's values win).
+pub(crate) fn merge_extra_body(body: &mut Value, extra: &serde_json::Map<String, Value>) {
+    if let Value::Object(map) = body {
+        for (k, v) in extra {
+            map.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+/// One server-sent event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SseEvent {
+    /// The `event:` field, when the server names its events (Anthropic does).
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// The message of an error body: `{"error": {"message": ...}}`,
+/// `{"error": "..."}`, `{"message": ...}`, or the text itself.
+fn error_detail(text: &str) -> Option<String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        let msg = v
+            .pointer("/error/message")
+            .or_else(|| v.get("error"))
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("detail"));
+        if let Some(Value::String(s)) = msg {
+            return Some(s.clone());
+        }
+    }
+    Some(text.to_string())
+}
+
+/// `Retry-After` as delta-seconds or an HTTP date.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0)
+            .then(|| Duration::from_secs_f64(secs.min(3600.0)));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+fn retry_after_of(err: &ModelError) -> Option<Duration> {
+    match err {
+        ModelError::RateLimited { retry_after, .. } => *retry_after,
+        _ => None,
+    }
+}
+
+/// Exponential backoff from 250 ms with full jitter, capped at 8 s; a
+/// server's `Retry-After` wins when it asks for longer.
+fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let base = 250u64
+        .saturating_mul(1 << attempt.saturating_sub(1).min(5))
+        .min(8000);
+    let jittered = Duration::from_millis(base / 2 + fastrand::u64(0..=base / 2));
+    retry_after.map_or(jittered, |ra| {
+        ra.max(jittered.min(Duration::from_millis(50)))
+    })
+}
+
+/// The innermost cause of a reqwest error ("Connection refused (os error
+/// 111)"), which is what a user can act on.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_honors_retry_after() {
+        for attempt in 1..8 {
+            let d = backoff(attempt, None);
+            let base = 250u64 * (1 << (attempt - 1).min(5));
+            assert!(
+                d.as_millis() as u64 >= base.min(8000) / 2,
+                "{attempt}: {d:?}"
+            );
+            assert!(d.as_millis() as u64 <= base.min(8000), "{attempt}: {d:?}");
+        }
+        assert_eq!(
+            backoff(1, Some(Duration::from_secs(3))),
+            Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn error_details() {
+        assert_eq!(
+            error_detail(r#"{"error":{"message":"bad model"}}"#).as_deref(),
+            Some("bad model")
+        );
+        assert_eq!(
+            error_detail(r#"{"error":"model 'x' not found"}"#).as_deref(),
+            Some("model 'x' not found")
+        );
+        assert_eq!(error_detail("  "), None);
+        assert_eq!(error_detail("oops").as_deref(), Some("oops"));
+    }
+}

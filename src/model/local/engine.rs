@@ -1,0 +1,518 @@
+//! The embedded llama.cpp runtime: one dedicated thread per loaded model,
+//! fed through a channel, that keeps its KV cache between requests.
+//!
+//! Every request's prompt is tokenized with the model's own vocabulary and
+//! compared with the tokens already in the KV cache: the longest common
+//! prefix is kept, only what diverged is dropped, and only the new tokens
+//! are evaluated. With suffix-first FIM prompts, a keystroke changes only
+//! the end of the prompt, so a warm request costs a handful of tokens
+//! instead of the whole prompt.
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::text::{StopMatcher, StopStep, Utf8Assembler};
+use crate::model::{ModelError, StopReason, Usage};
+
+/// What identifies a runtime: requests for the same weights and settings
+/// share one thread, one context and one KV cache.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct EngineKey {
+    pub path: PathBuf,
+    pub context_tokens: u32,
+    pub threads: u32,
+}
+
+/// Builds a request's prompt and stop sequences on the engine thread, where
+/// the model's vocabulary is known (a FIM template needs special tokens the
+/// model may not have).
+pub(crate) type PromptFn = Box<dyn FnOnce(&Vocabulary<'_>) -> (String, Vec<String>) + Send>;
+
+/// What a prompt builder may ask about the loaded model.
+pub(crate) struct Vocabulary<'m> {
+    model: &'m LlamaModel,
+}
+
+impl Vocabulary<'_> {
+    /// Whether `text` contains markers that this vocabulary has as special
+    /// tokens (e.g. `<fim_prefix>`); if not, they would be read as plain text.
+    pub fn has_special_tokens(&self, text: &str) -> bool {
+        let vocab = self.model.vocab();
+        vocab.tokenize(text.as_bytes(), false, true).len()
+            < vocab.tokenize(text.as_bytes(), false, false).len()
+    }
+}
+
+/// One generation request.
+pub(crate) struct Job {
+    /// The prompt (special tokens written as text are parsed) and stops.
+    pub prompt: PromptFn,
+    pub max_tokens: u32,
+    pub temperature: f32,
+    pub deadline: Instant,
+    /// The configured limit behind `deadline`, for the message.
+    pub limit: Duration,
+    /// Where output goes. The job stops at the next token once the receiver
+    /// is dropped: that is how callers cancel.
+    pub out: UnboundedSender<Result<Output, ModelError>>,
+}
+
+#[derive(Debug)]
+pub(crate) enum Output {
+    Text(String),
+    Done { usage: Usage, reason: StopReason },
+}
+
+/// Counters for the last request, for logs, `fettle doctor` and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestStats {
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose KV entries were reused from the previous request.
+    pub reused_tokens: usize,
+    pub generated_tokens: usize,
+    pub prefill: Duration,
+    pub first_token: Duration,
+    pub total: Duration,
+}
+
+/// A handle on one runtime thread.
+pub(crate) struct Engine {
+    key: EngineKey,
+    /// The model's name in `[models]`, for messages.
+    name: String,
+    jobs: Mutex<mpsc::Sender<Job>>,
+    shared: Arc<Shared>,
+}
+
+/// State the thread publishes for other threads.
+#[derive(Default)]
+struct Shared {
+    /// Set once the weights are loaded; tokenizing is thread-safe.
+    model: OnceLock<Arc<LlamaModel>>,
+    last: Mutex<Option<RequestStats>>,
+}
+
+/// The process-wide llama.cpp backend; it may be initialised only once.
+fn backend() -> Result<&'static LlamaBackend, String> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            LlamaBackend::init()
+                .map(|mut b| {
+                    // llama.cpp logs every tensor at load; our own errors say
+                    // what went wrong.
+                    b.void_logs();
+                    b
+                })
+                .map_err(|e| format!("cannot initialise llama.cpp: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+impl Engine {
+    /// The shared engine for `key`, starting its thread on first use.
+    /// Configuration reloads rebuild providers; they keep getting the same
+    /// engine (and its warm KV cache) as long as the key is the same.
+    pub fn shared(name: &str, key: EngineKey) -> Arc<Engine> {
+        static ENGINES: OnceLock<Mutex<Vec<Arc<Engine>>>> = OnceLock::new();
+        let engines = ENGINES.get_or_init(Default::default);
+        let mut engines = engines.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = engines.iter().find(|e| e.key == key) {
+            return Arc::clone(e);
+        }
+        let engine = Arc::new(Engine::start(name, key));
+        engines.push(Arc::clone(&engine));
+        engine
+    }
+
+    fn start(name: &str, key: EngineKey) -> Engine {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let shared = Arc::new(Shared::default());
+        let thread_shared = Arc::clone(&shared);
+        let thread_key = key.clone();
+        let thread_name = name.to_string();
+        let spawned = std::thread::Builder::new()
+            .name(format!("fettle-llama-{name}"))
+            .spawn(move || run(&thread_name, &thread_key, rx, &thread_shared));
+        if let Err(e) = spawned {
+            // Jobs sent to a dead channel fail with a clear message below.
+            tracing::error!(model = name, error = %e, "cannot start the local model thread");
+        }
+        Engine {
+            key,
+            name: name.to_string(),
+            jobs: Mutex::new(tx),
+            shared,
+        }
+    }
+
+    pub fn submit(&self, job: Job) {
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(mpsc::SendError(job)) = jobs.send(job) {
+            let _ = job.out.send(Err(ModelError::Local {
+                model: self.name.clone(),
+                reason: "the local model thread is not running (see the log)".to_string(),
+            }));
+        }
+    }
+
+    /// Tokens in `text` by the model's vocabulary, once the model is loaded.
+    pub fn count_tokens(&self, text: &str) -> Option<usize> {
+        let model = self.shared.model.get()?;
+        Some(model.vocab().tokenize(text.as_bytes(), false, true).len())
+    }
+
+    pub fn last_stats(&self) -> Option<RequestStats> {
+        *self.shared.last.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The thread: load the model on the first job (and again on later jobs
+/// while loading fails, e.g. until `fettle model fetch` has run), then
+/// serve jobs in order with one context whose KV cache persists.
+fn run(name: &str, key: &EngineKey, jobs: mpsc::Receiver<Job>, shared: &Shared) {
+    let (model, pending) = loop {
+        let Ok(job) = jobs.recv() else { return };
+        match load(name, key) {
+            Ok(model) => break (model, Some(job)),
+            Err(e) => {
+                let _ = job.out.send(Err(e));
+            }
+        }
+    };
+    let model = Arc::new(model);
+    let _ = shared.model.set(Arc::clone(&model));
+    let mut session = match Session::new(name, key, &model) {
+        Ok(s) => s,
+        Err(e) => {
+            // Without a context nothing can run; answer every job with why.
+            for job in pending.into_iter().chain(jobs.iter()) {
+                let _ = job.out.send(Err(e.clone()));
+            }
+            return;
+        }
+    };
+    for job in pending.into_iter().chain(jobs.iter()) {
+        if job.out.is_closed() {
+            continue; // cancelled while queued
+        }
+        let started = Instant::now();
+        let out = job.out.clone();
+        let result = session.generate(job);
+        match result {
+            Ok(stats) => {
+                tracing::debug!(model = name, ?stats, "local generation");
+                *shared.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);
+            }
+            Err(Some(e)) => {
+                tracing::warn!(model = name, error = %e, elapsed_ms = started.elapsed().as_millis() as u64, "local generation failed");
+                let _ = out.send(Err(e));
+            }
+            Err(None) => tracing::debug!(model = name, "local generation cancelled"),
+        }
+    }
+}
+
+fn load(name: &str, key: &EngineKey) -> Result<LlamaModel, ModelError> {
+    let local = |reason: String| ModelError::Local {
+        model: name.to_string(),
+        reason,
+    };
+    check_weights(name, &key.path)?;
+    let backend = backend().map_err(local)?;
+    let started = Instant::now();
+    let model = LlamaModel::load_from_file(backend, &key.path, &LlamaModelParams::default())
+        .map_err(|e| {
+            local(format!(
+                "cannot load {}: {e}. Is it a GGUF model llama.cpp supports? `fettle model fetch` installs the default one",
+                key.path.display()
+            ))
+        })?;
+    tracing::info!(model = name, path = %key.path.display(), load_ms = started.elapsed().as_millis() as u64, "local model loaded");
+    Ok(model)
+}
+
+/// A missing or non-GGUF file gets a message naming the fix before
+/// llama.cpp is asked to load it.
+pub(crate) fn check_weights(name: &str, path: &Path) -> Result<(), ModelError> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+    match read {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ModelError::MissingWeights {
+            model: name.to_string(),
+            path: path.display().to_string(),
+        }),
+        Err(e) => Err(ModelError::Local {
+            model: name.to_string(),
+            reason: format!("cannot read {}: {e}", path.display()),
+        }),
+        Ok(()) if &magic != b"GGUF" => Err(ModelError::Local {
+            model: name.to_string(),
+            reason: format!(
+                "{} is not a GGUF file; run `fettle model fetch` to install the default model",
+                path.display()
+            ),
+        }),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Prompt tokens evaluated per `decode` call; also the cancellation
+/// granularity during a long prefill.
+const PREFILL_CHUNK: usize = 256;
+
+/// A job once its prompt is built.
+struct JobRest {
+    max_tokens: u32,
+    temperature: f32,
+    stop: Vec<String>,
+    deadline: Instant,
+    limit: Duration,
+    out: UnboundedSender<Result<Output, ModelError>>,
+}
+
+struct Session<'m> {
+    name: String,
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    /// Exactly the tokens whose KV entries are in sequence 0, in order.
+    cached: Vec<LlamaToken>,
+    n_ctx: usize,
+}
+
+impl<'m> Session<'m> {
+    fn new(name: &str, key: &EngineKey, model: &'m LlamaModel) -> Result<Self, ModelError> {
+        let threads = if key.threads == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            key.threads as usize
+        };
+        let threads = i32::try_from(threads).unwrap_or(i32::MAX);
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(key.context_tokens))
+            .with_n_batch(PREFILL_CHUNK as u32)
+            .with_n_ubatch(PREFILL_CHUNK as u32)
+            .with_n_threads(threads)
+            .with_n_threads_batch(threads);
+        let backend = backend().map_err(|reason| ModelError::Local {
+            model: name.to_string(),
+            reason,
+        })?;
+        let ctx = model
+            .new_context(backend, params)
+            .map_err(|e| ModelError::Local {
+                model: name.to_string(),
+                reason: format!(
+                    "cannot create a context of {} tokens: {e} (models.{name}.context_tokens)",
+                    key.context_tokens
+                ),
+            })?;
+        let n_ctx = ctx.n_ctx() as usize;
+        Ok(Self {
+            name: name.to_string(),
+            model,
+            ctx,
+            cached: Vec::new(),
+            n_ctx,
+        })
+    }
+
+    fn error(&self, reason: impl Into<String>) -> ModelError {
+        ModelError::Local {
+            model: self.name.clone(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Runs one job. `Err(None)` means it was cancelled (nobody to tell).
+    fn generate(&mut self, job: Job) -> Result<RequestStats, Option<ModelError>> {
+        let started = Instant::now();
+        let vocab = self.model.vocab();
+        let (text, stop) = (job.prompt)(&Vocabulary { model: self.model });
+        let job = JobRest {
+            max_tokens: job.max_tokens,
+            temperature: job.temperature,
+            stop,
+            deadline: job.deadline,
+            limit: job.limit,
+            out: job.out,
+        };
+        let prompt = vocab.tokenize(text.as_bytes(), vocab.should_add_bos(), true);
+        if prompt.is_empty() {
+            return Err(Some(self.error("empty prompt")));
+        }
+        let room = self.n_ctx.saturating_sub(job.max_tokens as usize);
+        if prompt.len() > room {
+            return Err(Some(self.error(format!(
+                "the prompt is {} tokens; with max_tokens {} it does not fit the context of {} tokens (models.{}.context_tokens)",
+                prompt.len(),
+                job.max_tokens,
+                self.n_ctx,
+                self.name
+            ))));
+        }
+
+        // Keep the longest common prefix; at least the last prompt token is
+        // evaluated again because its logits are needed.
+        let common = self
+            .cached
+            .iter()
+            .zip(&prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prompt.len() - 1);
+        if common < self.cached.len() {
+            let pos = u32::try_from(common).unwrap_or(u32::MAX);
+            match self.ctx.clear_kv_cache_seq(Some(0), Some(pos), None) {
+                Ok(true) => self.cached.truncate(common),
+                // The cache could not drop a tail (some architectures):
+                // start over rather than decode on top of stale entries.
+                _ => {
+                    self.ctx.clear_kv_cache();
+                    self.cached.clear();
+                }
+            }
+        }
+        let reused = self.cached.len();
+
+        let mut batch = LlamaBatch::new(PREFILL_CHUNK.max(1), 1);
+        let mut last_index = 0;
+        let todo: Vec<LlamaToken> = prompt[reused..].to_vec();
+        for (chunk_no, chunk) in todo.chunks(PREFILL_CHUNK).enumerate() {
+            if job.out.is_closed() {
+                return Err(None);
+            }
+            if Instant::now() >= job.deadline {
+                return Err(Some(self.timeout(&job)));
+            }
+            batch.clear();
+            let is_last_chunk = (chunk_no + 1) * PREFILL_CHUNK >= todo.len();
+            for (i, token) in chunk.iter().enumerate() {
+                let pos = (self.cached.len() + i) as i32;
+                let logits = is_last_chunk && i + 1 == chunk.len();
+                batch
+                    .add(*token, pos, &[0], logits)
+                    .map_err(|e| Some(self.error(format!("batch: {e}"))))?;
+            }
+            self.decode(&mut batch)?;
+            self.cached.extend_from_slice(chunk);
+            last_index = batch.n_tokens() - 1;
+        }
+        let prefill = started.elapsed();
+
+        let mut sampler = sampler(job.temperature);
+        let mut utf8 = Utf8Assembler::default();
+        let mut stops = StopMatcher::new(&job.stop);
+        let mut generated = 0usize;
+        let mut first_token = None;
+        let mut reason = StopReason::MaxTokens;
+        while generated < job.max_tokens as usize {
+            if job.out.is_closed() {
+                return Err(None);
+            }
+            if Instant::now() >= job.deadline {
+                return Err(Some(self.timeout(&job)));
+            }
+            let token = sampler.sample(&self.ctx, last_index);
+            sampler.accept(token);
+            generated += 1;
+            if vocab.is_eog(token) {
+                reason = StopReason::EndTurn;
+                break;
+            }
+            let piece = utf8.push(&vocab.token_to_piece(token, false, None));
+            let step = stops.push(&piece);
+            let (text, stop) = match step {
+                StopStep::Continue(t) => (t, false),
+                StopStep::Stop(t) => (t, true),
+            };
+            if !text.is_empty() {
+                first_token.get_or_insert_with(|| started.elapsed());
+                if job.out.send(Ok(Output::Text(text))).is_err() {
+                    return Err(None);
+                }
+            }
+            if stop {
+                reason = StopReason::StopSequence;
+                break;
+            }
+            if self.cached.len() + 1 >= self.n_ctx {
+                break; // context full: report MaxTokens
+            }
+            batch.clear();
+            batch
+                .add(token, self.cached.len() as i32, &[0], true)
+                .map_err(|e| Some(self.error(format!("batch: {e}"))))?;
+            self.decode(&mut batch)?;
+            self.cached.push(token);
+            last_index = batch.n_tokens() - 1;
+        }
+        if reason != StopReason::StopSequence {
+            let tail = stops.finish();
+            if !tail.is_empty() {
+                let _ = job.out.send(Ok(Output::Text(tail)));
+            }
+        }
+        let usage = Usage {
+            input_tokens: prompt.len() as u64,
+            output_tokens: generated as u64,
+        };
+        let _ = job.out.send(Ok(Output::Done { usage, reason }));
+        Ok(RequestStats {
+            prompt_tokens: prompt.len(),
+            reused_tokens: reused,
+            generated_tokens: generated,
+            prefill,
+            first_token: first_token.unwrap_or_else(|| started.elapsed()),
+            total: started.elapsed(),
+        })
+    }
+
+    fn decode(&mut self, batch: &mut LlamaBatch) -> Result<(), Option<ModelError>> {
+        if let Err(e) = self.ctx.decode(batch) {
+            // The cache may hold part of the batch now; forget it all so the
+            // next request starts from a known state.
+            self.ctx.clear_kv_cache();
+            self.cached.clear();
+            return Err(Some(self.error(format!("llama.cpp decode failed: {e}"))));
+        }
+        Ok(())
+    }
+
+    fn timeout(&self, job: &JobRest) -> ModelError {
+        ModelError::Timeout {
+            model: self.name.clone(),
+            url: "the local model".to_string(),
+            what: "complete answer",
+            key: "total_timeout_ms",
+            limit: job.limit,
+        }
+    }
+}
+
+/// Greedy at temperature 0 (deterministic completions); otherwise the usual
+/// top-k → top-p → temperature → random pick.
+fn sampler(temperature: f32) -> LlamaSampler {
+    if temperature <= 0.0 {
+        return LlamaSampler::greedy();
+    }
+    LlamaSampler::chain_simple([
+        LlamaSampler::top_k(40),
+        LlamaSampler::top_p(0.95, 1),
+        LlamaSampler::temp(temperature),
+        LlamaSampler::dist(fastrand::u32(..)),
+    ])
+}

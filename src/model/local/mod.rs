@@ -1,0 +1,231 @@
+//! The embedded model: a GGUF file run in-process by llama.cpp on the CPU,
+//! the default whenever no other model is configured. No server, no network.
+//!
+//! Inference runs on a dedicated thread per model (see [`engine`]), never on
+//! the async runtime; results come back through a channel and dropping the
+//! stream cancels generation at the next token.
+mod engine;
+pub mod fetch;
+mod text;
+mod tools;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+pub use engine::RequestStats;
+use engine::{Engine, EngineKey, Job, Output, PromptFn, Vocabulary};
+use tools::{Parsed, ToolCallParser};
+
+use super::fim::{self, FimOrder, FimPrompt};
+use super::{
+    ChatEvent, ChatRequest, ChatStream, FimRequest, GenOptions, Message, ModelError, Provider,
+    Role, TextStream,
+};
+use crate::config::{FimTemplate, ModelConfig};
+
+pub struct LocalProvider {
+    name: String,
+    config: ModelConfig,
+    template: FimTemplate,
+    engine: Arc<Engine>,
+}
+
+impl LocalProvider {
+    pub fn new(name: &str, config: &ModelConfig) -> Result<Self, ModelError> {
+        let path = config.expanded_path().ok_or_else(|| ModelError::Local {
+            model: name.to_string(),
+            reason: format!("models.{name}.path is not set"),
+        })?;
+        let key = EngineKey {
+            path,
+            context_tokens: config.context_tokens,
+            threads: config.threads,
+        };
+        Ok(Self {
+            name: name.to_string(),
+            config: config.clone(),
+            template: fim::resolve(config.fim_template, config.provider, name),
+            engine: Engine::shared(name, key),
+        })
+    }
+
+    /// Starts the prompt `prompt` builds and returns its output channel.
+    fn run(
+        &self,
+        prompt: PromptFn,
+        options: &GenOptions,
+    ) -> mpsc::UnboundedReceiver<Result<Output, ModelError>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let limit = Duration::from_millis(self.config.total_timeout_ms);
+        self.engine.submit(Job {
+            prompt,
+            max_tokens: options.max_tokens.unwrap_or(self.config.max_tokens),
+            temperature: options.temperature.unwrap_or(self.config.temperature) as f32,
+            deadline: Instant::now() + limit,
+            limit,
+            out: tx,
+        });
+        rx
+    }
+}
+
+/// `messages` in ChatML (SmolLM2's chat format, and Qwen's), ending with
+/// the assistant's turn opened.
+fn chatml(messages: &[Message], tools_section: Option<String>) -> String {
+    let mut out = String::new();
+    let mut system_done = false;
+    for m in messages {
+        let (role, mut content) = match m.role {
+            Role::System => ("system", m.content.clone()),
+            Role::User => ("user", m.content.clone()),
+            Role::Assistant => (
+                "assistant",
+                m.content.clone() + &tools::render_calls(&m.tool_calls),
+            ),
+            Role::Tool => ("tool", m.content.clone()),
+        };
+        if m.role == Role::System && !system_done {
+            if let Some(t) = &tools_section {
+                content = format!("{content}\n\n{t}");
+            }
+            system_done = true;
+        }
+        out.push_str(&format!("<|im_start|>{role}\n{content}<|im_end|>\n"));
+    }
+    if !system_done {
+        if let Some(t) = tools_section {
+            out = format!("<|im_start|>system\n{t}<|im_end|>\n{out}");
+        }
+    }
+    out.push_str("<|im_start|>assistant\n");
+    out
+}
+
+impl Provider for LocalProvider {
+    fn fim(&self, req: FimRequest) -> TextStream {
+        let template = self.template;
+        let auto = self.config.fim_template == FimTemplate::Auto;
+        let name = self.name.clone();
+        let options = req.options.clone();
+        let prompt: PromptFn =
+            Box::new(move |vocab| fim_prompt(&name, template, auto, &req, vocab));
+        let rx = self.run(prompt, &options);
+        Box::pin(tokio_stream_of(rx).filter_map(|item| async move {
+            match item {
+                Ok(Output::Text(t)) => Some(Ok(t)),
+                Ok(Output::Done { .. }) => None,
+                Err(e) => Some(Err(e)),
+            }
+        }))
+    }
+
+    fn chat(&self, req: ChatRequest) -> ChatStream {
+        let tools_section = (!req.tools.is_empty()).then(|| tools::describe(&req.tools));
+        let text = chatml(&req.messages, tools_section);
+        let mut stop = vec!["<|im_end|>".to_string(), "<|im_start|>".to_string()];
+        stop.extend(req.options.stop.iter().cloned());
+        let rx = self.run(Box::new(move |_| (text, stop)), &req.options);
+        let mut parser = ToolCallParser::new(&self.name);
+        Box::pin(async_stream::stream! {
+            let mut saw_call = false;
+            let outputs = tokio_stream_of(rx);
+            futures::pin_mut!(outputs);
+            while let Some(item) = outputs.next().await {
+                match item {
+                    Ok(Output::Text(t)) => match parser.push(&t) {
+                        Ok(parsed) => for p in parsed {
+                            saw_call |= matches!(p, Parsed::Call(_));
+                            yield Ok(event(p));
+                        },
+                        Err(e) => { yield Err(e); return; }
+                    },
+                    Ok(Output::Done { usage, reason }) => {
+                        match parser.finish() {
+                            Ok(Some(p)) => {
+                                saw_call |= matches!(p, Parsed::Call(_));
+                                yield Ok(event(p));
+                            }
+                            Ok(None) => {}
+                            Err(e) => { yield Err(e); return; }
+                        }
+                        yield Ok(ChatEvent::Usage(usage));
+                        let reason = if saw_call { super::StopReason::ToolUse } else { reason };
+                        yield Ok(ChatEvent::Stop(reason));
+                        return;
+                    }
+                    Err(e) => { yield Err(e); return; }
+                }
+            }
+        })
+    }
+
+    fn count_tokens(&self, text: &str) -> Option<usize> {
+        self.engine.count_tokens(text)
+    }
+
+    fn local_stats(&self) -> Option<RequestStats> {
+        self.engine.last_stats()
+    }
+}
+
+/// The FIM prompt for `req`. Suffix-first where the template allows: typing
+/// then changes only the end of the prompt, and the KV cache keeps the rest.
+/// With `auto`, a template whose markers this model's vocabulary lacks (as
+/// SmolLM2, which has no FIM tokens) falls back to completing the prefix
+/// (`none`) instead of feeding the markers to the model as text.
+fn fim_prompt(
+    name: &str,
+    template: FimTemplate,
+    auto: bool,
+    req: &FimRequest,
+    vocab: &Vocabulary<'_>,
+) -> (String, Vec<String>) {
+    let mut rendered = fim::render(template, req, FimOrder::Spm);
+    if auto {
+        let probe = fim::render(template, &FimRequest::default(), FimOrder::Psm);
+        if let FimPrompt::Text(markers) = &probe.prompt {
+            if !markers.is_empty() && !vocab.has_special_tokens(markers) {
+                static ONCE: std::sync::Once = std::sync::Once::new();
+                ONCE.call_once(|| {
+                    tracing::info!(model = name, template = %template, "the model has no FIM tokens; completing the prefix only (fim_template = \"none\")");
+                });
+                rendered = fim::render(FimTemplate::None, req, FimOrder::Spm);
+            }
+        }
+    }
+    let prompt = match rendered.prompt {
+        FimPrompt::Text(p) => p,
+        // Nothing here lays out a separate suffix; complete the prefix.
+        FimPrompt::Split { prompt, .. } => prompt,
+        FimPrompt::Chat(messages) => chatml(&messages, None),
+    };
+    (prompt, rendered.stop)
+}
+
+fn event(p: Parsed) -> ChatEvent {
+    match p {
+        Parsed::Text(t) => ChatEvent::TextDelta(t),
+        Parsed::Call(c) => ChatEvent::ToolCall(c),
+    }
+}
+
+/// The receiver as a stream; it ends when the engine drops its sender.
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Checks that the weights at `config`'s path exist and are GGUF, without
+/// loading them (for `fettle doctor` and friendly errors).
+pub fn check_weights(name: &str, config: &ModelConfig) -> Result<std::path::PathBuf, ModelError> {
+    let path = config.expanded_path().ok_or_else(|| ModelError::Local {
+        model: name.to_string(),
+        reason: format!("models.{name}.path is not set"),
+    })?;
+    engine::check_weights(name, &path)?;
+    Ok(path)
+}

@@ -1,0 +1,143 @@
+//! Talking to models: one provider-neutral interface ([`Provider`]) with two
+//! capabilities, fill-in-the-middle and chat, both streamed; the providers
+//! (remote servers over HTTP, and the embedded llama.cpp model); FIM prompt
+//! templates; token counting and budgets.
+//!
+//! Knows nothing about LSP: callers hand in text and get text back.
+mod error;
+pub mod fim;
+pub(crate) mod http;
+pub mod local;
+mod provider;
+mod providers;
+pub mod tokens;
+mod types;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use error::ModelError;
+pub use provider::Provider;
+pub use types::{
+    ChatEvent, ChatRequest, ChatStream, FimRequest, GenOptions, Message, Role, Snippet, StopReason,
+    TextStream, ToolCall, ToolDef, Usage,
+};
+
+use crate::config::{Config, FimTemplate, ModelConfig, Provider as ProviderKind};
+
+/// `text` cut to about `max` bytes for a one-line display.
+pub fn shorten_for_display(text: &str, max: usize) -> String {
+    error::shorten(text.trim(), max)
+}
+
+/// One configured model, ready to use.
+#[derive(Clone)]
+pub struct Model {
+    name: String,
+    config: ModelConfig,
+    template: FimTemplate,
+    provider: Arc<dyn Provider>,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("name", &self.name)
+            .field("provider", &self.config.provider)
+            .field("template", &self.template)
+            .finish()
+    }
+}
+
+impl Model {
+    /// Builds the model `name` from its configuration. Remote models only
+    /// check their URL here and read their key; the local model's weights
+    /// load on first use, on the inference thread.
+    pub fn new(name: &str, config: &ModelConfig) -> Result<Self, ModelError> {
+        let template = fim::resolve(
+            config.fim_template,
+            config.provider,
+            config.model.as_deref().unwrap_or(name),
+        );
+        let provider: Arc<dyn Provider> = match config.provider {
+            ProviderKind::Local => Arc::new(local::LocalProvider::new(name, config)?),
+            ProviderKind::OpenAi => Arc::new(providers::openai::OpenAi::new(name, config)?),
+            ProviderKind::Anthropic => {
+                Arc::new(providers::anthropic::Anthropic::new(name, config)?)
+            }
+            ProviderKind::Ollama => Arc::new(providers::ollama::Ollama::new(name, config)?),
+            ProviderKind::Mistral => Arc::new(providers::mistral::Mistral::new(name, config)?),
+            ProviderKind::LlamaCpp => Arc::new(providers::llamacpp::LlamaCpp::new(name, config)?),
+        };
+        Ok(Self {
+            name: name.to_string(),
+            config: config.clone(),
+            template,
+            provider,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+    /// The FIM template in use (`auto` already resolved).
+    pub fn fim_template(&self) -> FimTemplate {
+        self.template
+    }
+    pub fn fim(&self, req: FimRequest) -> TextStream {
+        self.provider.fim(req)
+    }
+    pub fn chat(&self, req: ChatRequest) -> ChatStream {
+        self.provider.chat(req)
+    }
+    /// The embedded model's counters for its last request; `None` for
+    /// remote models.
+    pub fn local_stats(&self) -> Option<local::RequestStats> {
+        self.provider.local_stats()
+    }
+    /// Tokens in `text`: the model's own tokenizer where Fettle has it, the
+    /// calibrated estimate otherwise.
+    pub fn count_tokens(&self, text: &str) -> usize {
+        self.provider
+            .count_tokens(text)
+            .unwrap_or_else(|| tokens::estimate(text))
+    }
+}
+
+/// The configured models by name. Building is cheap; rebuild on each
+/// configuration change (the local runtime is shared across rebuilds as
+/// long as its path and settings stay the same).
+#[derive(Clone, Debug, Default)]
+pub struct Models {
+    models: BTreeMap<String, Result<Model, ModelError>>,
+}
+
+impl Models {
+    pub fn from_config(config: &Config) -> Self {
+        let models = config
+            .models
+            .iter()
+            .map(|(name, cfg)| (name.clone(), Model::new(name, cfg)))
+            .collect();
+        Self { models }
+    }
+
+    /// The model `name`, or why it cannot be used.
+    pub fn get(&self, name: &str) -> Result<Model, ModelError> {
+        match self.models.get(name) {
+            Some(Ok(model)) => Ok(model.clone()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(ModelError::UnknownModel {
+                name: name.to_string(),
+                known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.models.keys().map(String::as_str)
+    }
+}

@@ -1,0 +1,23 @@
+//! The one interface every model backend implements.
+use super::types::{ChatRequest, ChatStream, FimRequest, TextStream};
+
+/// A model backend. Both methods return at once with a lazy stream: the
+/// request starts when the stream is first polled, and dropping the stream
+/// cancels it (aborting the HTTP request, or stopping local inference at the
+/// next token).
+pub trait Provider: Send + Sync + 'static {
+    /// Fill in the middle: the text between `req.prefix` and `req.suffix`.
+    fn fim(&self, req: FimRequest) -> TextStream;
+    /// A chat turn: text deltas, tool calls, usage, then one stop reason.
+    fn chat(&self, req: ChatRequest) -> ChatStream;
+    /// Tokens in `text` by this model's own tokenizer, when it has one here
+    /// (the embedded model); `None` means "use the calibrated estimate".
+    fn count_tokens(&self, _text: &str) -> Option<usize> {
+        None
+    }
+    /// The embedded model's counters for its last request (KV reuse, time
+    /// to first token); `None` for remote providers.
+    fn local_stats(&self) -> Option<super::local::RequestStats> {
+        None
+    }
+}
