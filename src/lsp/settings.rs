@@ -85,12 +85,64 @@ pub async fn apply(state: &Arc<State>) {
             crate::logging::set_level(&resolved.config.log.level);
             state.set_config(resolved.config);
             tracing::info!("configuration applied");
+            check_models(state).await;
             if index_changed && state.initialized() {
                 workspace::start_indexing(state.clone(), None);
             }
         }
         Err(err) => show_invalid(state, &err.to_string()).await,
     }
+}
+
+/// Tells the user, once, when a model that a feature uses cannot work:
+/// the embedded model's weights are missing (naming `fettle model fetch`),
+/// a URL is invalid, a model name is unknown.
+async fn check_models(state: &Arc<State>) {
+    let config = state.config();
+    let models = state.models();
+    // Model name → the features that use it, in a stable order.
+    let mut users: Vec<(&String, Vec<&str>)> = Vec::new();
+    for (feature, name) in [
+        ("completion", &config.completion.model),
+        ("edit", &config.edit.model),
+        ("agent", &config.agent.model),
+    ] {
+        match users.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, features)) => features.push(feature),
+            None => users.push((name, vec![feature])),
+        }
+    }
+    let mut problems = Vec::new();
+    for (name, features) in users {
+        let problem = match models.get(name) {
+            Err(e) => Some(e.to_string()),
+            Ok(model) if model.config().provider == crate::config::Provider::Local => {
+                crate::model::local::check_weights(name, model.config())
+                    .err()
+                    .map(|e| e.to_string())
+            }
+            Ok(_) => None,
+        };
+        if let Some(problem) = problem {
+            problems.push(format!("{problem} (used by {})", features.join(", ")));
+        }
+    }
+    let notice = problems.join("; ");
+    {
+        let mut last = state.model_notice.lock();
+        if *last == notice {
+            return;
+        }
+        last.clone_from(&notice);
+    }
+    if notice.is_empty() {
+        return;
+    }
+    tracing::warn!(%notice, "model problem");
+    state
+        .client
+        .show_message(MessageType::WARNING, format!("fettle: {notice}"))
+        .await;
 }
 
 async fn show_invalid(state: &State, error: &str) {

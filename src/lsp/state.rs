@@ -17,6 +17,7 @@ use super::index_queue::IndexQueue;
 use crate::config::{Config, ConfigLayers, Source};
 use crate::document::Document;
 use crate::index::{IndexSettings, WorkspaceIndex};
+use crate::model::Models;
 use crate::position::PositionEncoding;
 use crate::syntax::Language;
 
@@ -31,6 +32,11 @@ pub struct State {
     /// Layers sent by the client (initializationOptions, workspace/configuration).
     pub client_layers: Mutex<BTreeMap<Source, serde_json::Value>>,
     config: RwLock<Arc<Config>>,
+    /// The configured models, rebuilt when `[models]` changes.
+    models: RwLock<Arc<Models>>,
+    /// The last model problem shown to the user, so it is not repeated on
+    /// every configuration change.
+    pub model_notice: Mutex<String>,
     index: RwLock<Arc<WorkspaceIndex>>,
     /// Set on shutdown, and when a new indexing run replaces an old one.
     pub index_cancel: Mutex<Arc<AtomicBool>>,
@@ -70,6 +76,8 @@ impl State {
             index: RwLock::new(Arc::new(WorkspaceIndex::new(IndexSettings::from_config(
                 &config.index,
             )))),
+            models: RwLock::new(Arc::new(Models::from_config(&config))),
+            model_notice: Mutex::new(String::new()),
             config: RwLock::new(Arc::new(config)),
             index_cancel: Mutex::new(Arc::new(AtomicBool::new(false))),
             analysis_generation: DashMap::new(),
@@ -99,7 +107,16 @@ impl State {
     }
 
     pub fn set_config(&self, config: Config) {
+        if self.config.read().models != config.models {
+            *self.models.write() = Arc::new(Models::from_config(&config));
+        }
         *self.config.write() = Arc::new(config);
+    }
+
+    /// The configured models (cheap to clone out; remote clients and the
+    /// embedded model's engine are shared across rebuilds).
+    pub fn models(&self) -> Arc<Models> {
+        self.models.read().clone()
     }
 
     pub fn index(&self) -> Arc<WorkspaceIndex> {

@@ -7,6 +7,7 @@ mod harness;
 mod config;
 mod diagnostics;
 mod lifecycle;
+mod models;
 mod neovim;
 mod robustness;
 mod symbols;
