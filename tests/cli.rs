@@ -48,7 +48,7 @@ fn doctor_shows_values_with_their_sources_and_the_grammars() {
         "[completion]\nmax_prompt_tokens = 2048\n",
     )
     .unwrap();
-    let out = fettle(&["doctor"], dir.path());
+    let out = fettle(&["doctor", "--no-probe"], dir.path());
     assert!(
         out.status.success(),
         "{}",

@@ -26,7 +26,7 @@ pub enum ModelError {
         /// Which environment variable to set or fix.
         hint: String,
     },
-    #[error("model \"{model}\": {url} does not know model {name:?} (HTTP 404). Check `models.{model}.model`{detail}")]
+    #[error("model \"{model}\": {url} does not know model {name:?}, or has no such endpoint (HTTP 404). Check models.{model}.model and models.{model}.base_url{detail}")]
     ModelNotFound {
         model: String,
         url: String,
@@ -79,6 +79,16 @@ pub enum ModelError {
         url: String,
         reason: String,
     },
+    /// The server put an error into a stream it had started (OpenAI's
+    /// `error` object, Anthropic's `error` event, Ollama's `{"error"}` line).
+    #[error("model \"{model}\": {url} reported an error mid-answer: {message}")]
+    ServerReported {
+        model: String,
+        url: String,
+        message: String,
+    },
+    #[error("model \"{model}\": the API key in ${var} contains characters that cannot be sent in an HTTP header (a stray newline or quote?)")]
+    InvalidKey { model: String, var: String },
     #[error("model \"{model}\": unknown event {event:?} in the stream from {url}")]
     UnknownEvent {
         model: String,

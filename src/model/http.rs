@@ -70,6 +70,14 @@ impl Endpoint {
             .as_deref()
             .and_then(|var| std::env::var(var).ok())
             .filter(|k| !k.is_empty());
+        if let (Some(key), Some(var)) = (&api_key, &api_key_env) {
+            if reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
+                return Err(ModelError::InvalidKey {
+                    model: name.to_string(),
+                    var: var.clone(),
+                });
+            }
+        }
         Ok(Self {
             name: name.to_string(),
             base_url,
@@ -108,9 +116,17 @@ impl Endpoint {
         loop {
             attempt += 1;
             let mut request = client(self.connect_timeout).post(url).json(body);
+            // Replace, not append: `.json()` already set content-type.
+            let mut extra = reqwest::header::HeaderMap::new();
             for (name, value) in headers {
-                request = request.header(*name, value);
+                if let (Ok(name), Ok(value)) = (
+                    reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                    reqwest::header::HeaderValue::from_str(value),
+                ) {
+                    extra.insert(name, value);
+                }
             }
+            request = request.headers(extra);
             let err = match tokio::time::timeout(self.first_byte_timeout, request.send()).await {
                 Err(_) => self.timeout(url, "answer", "timeout_ms", self.first_byte_timeout),
                 Ok(Err(e)) => self.transport_error(url, &e),
@@ -281,30 +297,9 @@ pub(crate) struct Response {
 }
 
 impl Response {
-    /// The whole body as JSON, within the request's total deadline.
-    pub async fn json(self) -> Result<Value, ModelError> {
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let bytes = match tokio::time::timeout(remaining, self.inner.bytes()).await {
-            Err(_) => {
-                return Err(self.endpoint.timeout(
-                    &self.url,
-                    "complete answer",
-                    "total_timeout_ms",
-                    self.endpoint.total_timeout,
-                ))
-            }
-            Ok(Err(e)) => return Err(self.endpoint.truncated(&self.url, root_cause(&e))),
-            Ok(Ok(b)) => b,
-        };
-        serde_json::from_slice(&bytes).map_err(|e| {
-            self.endpoint.malformed(
-                &self.url,
-                format!(
-                    "{e}; body: {}",
-                    shorten(&String::from_utf8_lossy(&bytes), 200)
-                ),
-            )
-        })
+    /// The HTTP status (a success: `post` returns only those).
+    pub fn status(&self) -> u16 {
+        self.inner.status().as_u16()
     }
 
     /// The body as lines (NDJSON), each decoded as JSON. Empty lines are skipped.
@@ -312,9 +307,13 @@ impl Response {
         let endpoint = self.endpoint.clone();
         let url = self.url.clone();
         self.lines().map(move |line| {
-            let line = line?;
-            serde_json::from_str(&line).map_err(|e| {
-                endpoint.malformed(&url, format!("{e} in line {:?}", shorten(&line, 200)))
+            let Line { text, terminated } = line?;
+            serde_json::from_str(&text).map_err(|e| {
+                if terminated {
+                    endpoint.malformed(&url, format!("{e} in line {:?}", shorten(&text, 200)))
+                } else {
+                    endpoint.truncated(&url, "the body ended in the middle of a line")
+                }
             })
         })
     }
@@ -328,7 +327,10 @@ impl Response {
             futures::pin_mut!(lines);
             while let Some(line) = lines.next().await {
                 let line = match line {
-                    Ok(l) => l,
+                    // An unterminated last line was cut off mid-event; the
+                    // event is incomplete and, per the SSE spec, dropped.
+                    Ok(Line { terminated: false, .. }) => return,
+                    Ok(Line { text, .. }) => text,
                     Err(e) => { yield Err(e); return; }
                 };
                 if line.is_empty() {
@@ -357,6 +359,9 @@ impl Response {
                     _ => {} // id, retry: unused
                 }
             }
+            // A stream that ends without the blank line that closes its last
+            // event: servers do this after a final `data: [DONE]`, so the
+            // event (its lines were complete) still counts.
             if has_data {
                 yield Ok(event);
             }
@@ -366,7 +371,7 @@ impl Response {
     /// The body split into lines (without `\n`/`\r\n`), applying the idle
     /// (`timeout_ms`) and total deadlines. A transport error mid-body is a
     /// truncated stream.
-    fn lines(self) -> impl Stream<Item = Result<String, ModelError>> + Send + 'static {
+    fn lines(self) -> impl Stream<Item = Result<Line, ModelError>> + Send + 'static {
         let Response {
             inner,
             deadline,
@@ -405,13 +410,13 @@ impl Response {
                             if line.last() == Some(&b'\r') {
                                 line.pop();
                             }
-                            yield Ok(String::from_utf8_lossy(&line).into_owned());
+                            yield Ok(Line { text: String::from_utf8_lossy(&line).into_owned(), terminated: true });
                         }
                     }
                 }
             }
             if !buf.is_empty() {
-                yield Ok(String::from_utf8_lossy(&buf).into_owned());
+                yield Ok(Line { text: String::from_utf8_lossy(&buf).into_owned(), terminated: false });
             }
         }
     }
@@ -425,6 +430,13 @@ pub(crate) fn merge_extra_body(body: &mut Value, extra: &serde_json::Map<String,
             map.insert(k.clone(), v.clone());
         }
     }
+}
+
+/// One line of a body; `terminated` is false for a last line that had no
+/// newline (the body may have been cut off there).
+struct Line {
+    text: String,
+    terminated: bool,
 }
 
 /// One server-sent event.

@@ -1,0 +1,144 @@
+//! `fettle doctor` checks each configured model with a real round trip:
+//! a remote one against the mock model server on 127.0.0.1, one whose
+//! server is down, and an embedded one whose weights are missing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use fettle::mock::{MockServer, Script, ScriptedResponse};
+
+fn doctor(cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fettle"))
+        .arg("doctor")
+        .current_dir(cwd)
+        .env("XDG_CONFIG_HOME", cwd.join(".no-user-config"))
+        .env("FETTLE_DOCTOR_TEST_KEY", "sk-test-not-a-real-key")
+        .env_remove("FETTLE_LOG")
+        .output()
+        .expect("run fettle doctor")
+}
+
+/// A port on which nothing listens.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn config(server: &str, down_port: u16, workspace: &Path, completion_model: &str) -> String {
+    format!(
+        r#"
+[models.fast]
+provider = "openai"
+base_url = "{server}/v1"
+model = "tiny-coder"
+api_key_env = "FETTLE_DOCTOR_TEST_KEY"
+
+[models.down]
+provider = "openai"
+base_url = "http://127.0.0.1:{down_port}/v1"
+model = "m"
+timeout_ms = 2000
+
+[models.local]
+path = "{}"
+
+[completion]
+model = "{completion_model}"
+[edit]
+model = "fast"
+[agent]
+model = "fast"
+"#,
+        workspace.join("absent.gguf").display()
+    )
+}
+
+fn line_after<'a>(text: &'a str, header: &str) -> &'a str {
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with(header));
+    lines.next();
+    lines
+        .find(|l| l.contains("ok:") || l.contains("FAILED"))
+        .unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_model_gets_a_round_trip_and_a_clear_verdict() {
+    let server = MockServer::start(Script::new(vec![ScriptedResponse {
+        repeat: true,
+        ..ScriptedResponse::text("OK")
+    }]))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fettle.toml"),
+        config(&server.url(), closed_port(), dir.path(), "fast"),
+    )
+    .unwrap();
+    let cwd = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || doctor(&cwd))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+
+    assert!(
+        text.contains("fast (openai, used by completion, edit, agent)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("api key: $FETTLE_DOCTOR_TEST_KEY is set"),
+        "{text}"
+    );
+    let fast = line_after(&text, "fast (openai");
+    assert!(fast.contains("ok: answered \"OK\""), "{text}");
+    assert!(fast.contains("ms"), "{fast}");
+
+    let down = line_after(&text, "down (openai");
+    assert!(
+        down.contains("FAILED") && down.contains("cannot connect"),
+        "{text}"
+    );
+
+    let local = line_after(&text, "local (local");
+    assert!(
+        local.contains("FAILED") && local.contains("fettle model fetch"),
+        "{text}"
+    );
+
+    // The broken models are used by no feature, so the verdict is success.
+    assert!(out.status.success(), "{text}");
+    // The key was sent, and never printed.
+    let sent = server.requests();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        sent[0].headers["authorization"],
+        "Bearer sk-test-not-a-real-key"
+    );
+    assert!(!text.contains("sk-test-not-a-real-key"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_model_that_a_feature_uses_fails_the_doctor() {
+    let server = MockServer::start(Script::new(vec![ScriptedResponse {
+        repeat: true,
+        ..ScriptedResponse::text("OK")
+    }]))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fettle.toml"),
+        config(&server.url(), closed_port(), dir.path(), "down"),
+    )
+    .unwrap();
+    let cwd = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || doctor(&cwd))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("down (openai, used by completion)"), "{text}");
+    assert_eq!(out.status.code(), Some(1), "{text}");
+}

@@ -1,0 +1,411 @@
+//! The fault suite every OpenAI-compatible provider must pass, through
+//! either capability, and the macro that makes one test of each.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use fettle::mock::{Fault, MockToolCall, ScriptedResponse};
+use fettle::model::{ChatEvent, Model, ModelError};
+use futures::StreamExt;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{collect_chat, fim_req, fim_text, hello, model, server, set_env, text_of, Cap, Target};
+
+/// Runs one request through `cap` and returns its text or its error.
+pub async fn run(model: &Model, cap: Cap) -> Result<String, ModelError> {
+    match cap {
+        Cap::Chat => {
+            let (events, err) = collect_chat(model.chat(hello())).await;
+            match err {
+                Some(e) => Err(e),
+                None => {
+                    let stops = events
+                        .iter()
+                        .filter(|e| matches!(e, ChatEvent::Stop(_)))
+                        .count();
+                    assert_eq!(stops, 1, "{events:?}");
+                    Ok(text_of(&events))
+                }
+            }
+        }
+        Cap::Fim => fim_text(model.fim(fim_req())).await,
+    }
+}
+
+pub fn fault(fault: Fault) -> ScriptedResponse {
+    ScriptedResponse {
+        text: "one two three four five six".into(),
+        fault: Some(fault),
+        ..ScriptedResponse::default()
+    }
+}
+
+pub fn status(status: u16, retry_after: Option<&str>) -> ScriptedResponse {
+    fault(Fault::Status {
+        status,
+        retry_after: retry_after.map(str::to_string),
+        body: None,
+    })
+}
+
+/// 429 with `Retry-After: 1`, then success: two requests, ≥ 1 s apart.
+pub async fn rate_limited_then_ok(t: Target, cap: Cap) {
+    let server = server(vec![
+        status(429, Some("1")),
+        ScriptedResponse::text("ok then"),
+    ])
+    .await;
+    let model = model(&t.config(&server.url()));
+    let started = Instant::now();
+    assert_eq!(run(&model, cap).await.unwrap(), "ok then");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests.iter().all(|r| r.path == t.path(cap)));
+    assert_eq!(requests[0].body, requests[1].body);
+}
+
+/// Two 500s, then success on the third attempt (`max_retries = 2`).
+pub async fn server_errors_then_ok(t: Target, cap: Cap) {
+    let server = server(vec![
+        status(500, None),
+        status(500, None),
+        ScriptedResponse::text("fine"),
+    ])
+    .await;
+    let model = model(&t.config(&server.url()));
+    assert_eq!(run(&model, cap).await.unwrap(), "fine");
+    assert_eq!(server.requests().len(), 3);
+}
+
+/// 500 on every attempt: a `Server` error that counts the attempts.
+pub async fn server_errors_exhaust_retries(t: Target, cap: Cap) {
+    let mut always = status(503, None);
+    always.repeat = true;
+    let server = server(vec![always]).await;
+    let mut cfg = t.config(&server.url());
+    cfg.max_retries = 1;
+    let err = run(&model(&cfg), cap).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ModelError::Server {
+                status: 503,
+                attempts: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(server.requests().len(), 2);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("HTTP 503") && msg.contains("gave up after 2 attempt(s)"),
+        "{msg}"
+    );
+}
+
+/// 401: an `Auth` error naming the variable, never the key; not retried.
+pub async fn unauthorized(t: Target, var: &str) {
+    set_env(var, "sk-secret-401");
+    let server = server(vec![status(401, None), status(401, None)]).await;
+    let mut cfg = t.config(&server.url());
+    cfg.api_key_env = Some(var.to_string());
+    let err = run(&model(&cfg), Cap::Chat).await.unwrap_err();
+    assert!(
+        matches!(err, ModelError::Auth { status: 401, .. }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains(var), "{msg}");
+    assert!(!msg.contains("sk-secret-401"), "{msg}");
+    assert_eq!(server.requests().len(), 1);
+
+    // Unset variable: the message says so.
+    let mut cfg = t.config(&server.url());
+    cfg.api_key_env = Some(format!("{var}_UNSET"));
+    let err = run(&model(&cfg), Cap::Chat).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("{var}_UNSET")) && msg.contains("not set"),
+        "{msg}"
+    );
+}
+
+/// 404: `ModelNotFound` with the model name sent.
+pub async fn model_not_found(t: Target, cap: Cap) {
+    let server = server(vec![status(404, None)]).await;
+    let err = run(&model(&t.config(&server.url())), cap)
+        .await
+        .unwrap_err();
+    let ModelError::ModelNotFound { name, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(name, t.model.unwrap_or("(none)"));
+    assert!(err.to_string().contains("does not know model"), "{err}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// The connection drops after some output: truncated, and not retried.
+pub async fn disconnect_not_retried(t: Target, cap: Cap) {
+    let server = server(vec![
+        fault(Fault::Disconnect { after_chunks: 2 }),
+        ScriptedResponse::text("must not be fetched"),
+    ])
+    .await;
+    let err = run(&model(&t.config(&server.url())), cap)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ModelError::TruncatedStream { .. }), "{err:?}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// The body ends cleanly but without the terminal marker.
+pub async fn truncated(t: Target, cap: Cap) {
+    let server = server(vec![fault(Fault::Truncate { after_chunks: 2 })]).await;
+    let err = run(&model(&t.config(&server.url())), cap)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ModelError::TruncatedStream { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("stopped before it was complete"),
+        "{err}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+pub async fn malformed(t: Target, cap: Cap) {
+    let server = server(vec![fault(Fault::MalformedJson)]).await;
+    let err = run(&model(&t.config(&server.url())), cap)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ModelError::MalformedResponse { .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("model \"fast\": malformed response from"),
+        "{err}"
+    );
+}
+
+pub async fn unknown_event(t: Target, cap: Cap) {
+    let server = server(vec![fault(Fault::UnknownEvent)]).await;
+    let err = run(&model(&t.config(&server.url())), cap)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ModelError::UnknownEvent { .. }), "{err:?}");
+}
+
+/// A server that never answers: a `Timeout` after `timeout_ms`, not retried.
+pub async fn hang_times_out(t: Target, cap: Cap) {
+    let server = server(vec![fault(Fault::Hang)]).await;
+    let mut cfg = t.config(&server.url());
+    cfg.timeout_ms = 300;
+    let started = Instant::now();
+    let err = run(&model(&cfg), cap).await.unwrap_err();
+    assert!(matches!(err, ModelError::Timeout { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        err.to_string()
+            .contains("within 300ms (models.fast.timeout_ms)"),
+        "{err}"
+    );
+}
+
+/// Nothing listens on the port: a `Connect` error, quickly.
+pub async fn connection_refused(t: Target) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let mut cfg = t.config(&format!("http://127.0.0.1:{port}"));
+    cfg.max_retries = 0;
+    let started = Instant::now();
+    let err = run(&model(&cfg), Cap::Chat).await.unwrap_err();
+    assert!(matches!(err, ModelError::Connect { .. }), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(err.to_string().contains("Is the server running?"), "{err}");
+}
+
+pub fn bad_url(t: Target) {
+    let mut cfg = t.config("");
+    cfg.base_url = Some("not a url".into());
+    let err = Model::new("fast", &cfg).unwrap_err();
+    assert!(matches!(err, ModelError::BadUrl { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("invalid base_url \"not a url\""),
+        "{err}"
+    );
+}
+
+/// Invalid JSON in a tool call's arguments is an error, not an event.
+pub async fn bad_tool_arguments(t: Target) {
+    let call = MockToolCall {
+        arguments_raw: Some("{\"path\": ".into()),
+        ..MockToolCall::new("read_file", json!({}))
+    };
+    let server = server(vec![ScriptedResponse {
+        tool_calls: vec![call],
+        ..ScriptedResponse::default()
+    }])
+    .await;
+    let (events, err) = collect_chat(model(&t.config(&server.url())).chat(hello())).await;
+    let err = err.expect("an error");
+    assert!(
+        matches!(&err, ModelError::BadToolArguments { tool, .. } if tool == "read_file"),
+        "{err:?}"
+    );
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, ChatEvent::ToolCall(_) | ChatEvent::Stop(_))));
+}
+
+/// Dropping the stream after the first piece ends at once, although the
+/// server still has seconds of output to send.
+pub async fn drop_mid_stream(t: Target, cap: Cap) {
+    let words: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
+    let server = server(vec![ScriptedResponse {
+        chunks: Some(words),
+        chunk_delay_ms: 100,
+        ..ScriptedResponse::default()
+    }])
+    .await;
+    let model = model(&t.config(&server.url()));
+    let started = Instant::now();
+    match cap {
+        Cap::Chat => {
+            let mut stream = model.chat(hello());
+            let first = stream.next().await.unwrap().unwrap();
+            assert!(matches!(first, ChatEvent::TextDelta(_)), "{first:?}");
+        }
+        Cap::Fim => {
+            let mut stream = model.fim(fim_req());
+            assert_eq!(stream.next().await.unwrap().unwrap(), "w0 ");
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Dropping the stream closes the connection: a raw server that sends one
+/// event and then waits sees the client hang up.
+pub async fn drop_closes_connection(t: Target, cap: Cap) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = sock.read(&mut buf).await.unwrap();
+            assert!(n > 0, "client closed before sending its request");
+            seen.extend_from_slice(&buf[..n]);
+        }
+        let event =
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"text\":\"hi\"}],\
+                     \"content\":\"hi\",\"stop\":false}\n\n";
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                    transfer-encoding: chunked\r\n\r\n";
+        let chunk = format!("{head}{:x}\r\n{event}\r\n", event.len());
+        sock.write_all(chunk.as_bytes()).await.unwrap();
+        // Read (and discard the rest of the request) until the client hangs up.
+        loop {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        let _ = closed_tx.send(());
+    });
+    let mut cfg = t.config(&url);
+    cfg.max_retries = 0;
+    let model = model(&cfg);
+    match cap {
+        Cap::Chat => {
+            let mut stream = model.chat(hello());
+            let first = stream.next().await.unwrap().unwrap();
+            assert_eq!(first, ChatEvent::TextDelta("hi".into()));
+        }
+        Cap::Fim => {
+            let mut stream = model.fim(fim_req());
+            assert_eq!(stream.next().await.unwrap().unwrap(), "hi");
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(2), closed_rx)
+        .await
+        .expect("the connection was not closed after the stream was dropped")
+        .unwrap();
+}
+
+/// One test per fault for `$target` through `$cap`, in a module `$name`.
+#[macro_export]
+macro_rules! fault_tests {
+    ($name:ident, $target:expr, $cap:expr) => {
+        mod $name {
+            use $crate::openai_compat_common as common;
+
+            #[tokio::test]
+            async fn rate_limited_then_ok() {
+                common::rate_limited_then_ok($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn server_errors_then_ok() {
+                common::server_errors_then_ok($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn server_errors_exhaust_retries() {
+                common::server_errors_exhaust_retries($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn model_not_found() {
+                common::model_not_found($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn disconnect_not_retried() {
+                common::disconnect_not_retried($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn truncated() {
+                common::truncated($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn malformed() {
+                common::malformed($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn unknown_event() {
+                common::unknown_event($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn hang_times_out() {
+                common::hang_times_out($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn drop_mid_stream() {
+                common::drop_mid_stream($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn drop_closes_connection() {
+                common::drop_closes_connection($target, $cap).await;
+            }
+        }
+    };
+}

@@ -1,0 +1,163 @@
+//! Shared by the tests of the OpenAI-compatible providers (`openai`,
+//! `mistral`, `llamacpp`): building models against the mock server,
+//! collecting streams, and the fault suite every provider must pass, run
+//! through either capability.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+mod faults;
+pub use faults::*;
+
+use fettle::config::{FimTemplate, ModelConfig, Provider};
+use fettle::mock::{MockServer, Script, ScriptedResponse};
+use fettle::model::{ChatEvent, ChatRequest, FimRequest, Message, Model, ModelError, StopReason};
+use futures::StreamExt;
+
+/// One provider under test and where it talks on the mock.
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    pub provider: Provider,
+    /// Appended to the mock's URL to make `base_url`.
+    pub base_suffix: &'static str,
+    pub chat_path: &'static str,
+    pub fim_path: &'static str,
+    pub model: Option<&'static str>,
+    pub fim_template: FimTemplate,
+}
+
+pub const OPENAI: Target = Target {
+    provider: Provider::OpenAi,
+    base_suffix: "/v1",
+    chat_path: "/v1/chat/completions",
+    fim_path: "/v1/completions",
+    model: Some("gpt-test"),
+    fim_template: FimTemplate::Suffix,
+};
+
+pub const MISTRAL: Target = Target {
+    provider: Provider::Mistral,
+    base_suffix: "/v1",
+    chat_path: "/v1/chat/completions",
+    fim_path: "/v1/fim/completions",
+    model: Some("codestral-latest"),
+    fim_template: FimTemplate::Auto,
+};
+
+pub const LLAMACPP: Target = Target {
+    provider: Provider::LlamaCpp,
+    base_suffix: "",
+    chat_path: "/v1/chat/completions",
+    fim_path: "/infill",
+    model: None,
+    fim_template: FimTemplate::Auto,
+};
+
+/// Which capability a fault test goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cap {
+    Chat,
+    Fim,
+}
+
+impl Target {
+    pub fn config(&self, server_url: &str) -> ModelConfig {
+        let mut cfg = ModelConfig::new(self.provider);
+        cfg.base_url = Some(format!("{server_url}{}", self.base_suffix));
+        cfg.model = self.model.map(str::to_string);
+        cfg.fim_template = self.fim_template;
+        cfg.timeout_ms = 3000;
+        cfg.max_retries = 2;
+        cfg
+    }
+
+    pub fn path(&self, cap: Cap) -> &'static str {
+        match cap {
+            Cap::Chat => self.chat_path,
+            Cap::Fim => self.fim_path,
+        }
+    }
+}
+
+pub async fn server(responses: Vec<ScriptedResponse>) -> MockServer {
+    MockServer::start(Script::new(responses)).await.unwrap()
+}
+
+pub fn model(cfg: &ModelConfig) -> Model {
+    Model::new("fast", cfg).unwrap()
+}
+
+/// Sets a test-only environment variable (each test uses its own name).
+pub fn set_env(var: &str, value: &str) {
+    std::env::set_var(var, value);
+}
+
+pub fn hello() -> ChatRequest {
+    ChatRequest {
+        messages: vec![Message::user("hi")],
+        ..ChatRequest::default()
+    }
+}
+
+pub fn fim_req() -> FimRequest {
+    FimRequest {
+        prefix: "fn add(a: i32, b: i32) -> i32 {\n    ".into(),
+        suffix: "\n}\n".into(),
+        path: Some("src/lib.rs".into()),
+        ..FimRequest::default()
+    }
+}
+
+/// Every event up to the first error.
+pub async fn collect_chat(
+    mut stream: fettle::model::ChatStream,
+) -> (Vec<ChatEvent>, Option<ModelError>) {
+    let mut events = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => events.push(event),
+            Err(e) => return (events, Some(e)),
+        }
+    }
+    (events, None)
+}
+
+/// A successful chat: the events, checked to end with exactly one `Stop`.
+pub async fn chat_ok(stream: fettle::model::ChatStream) -> Vec<ChatEvent> {
+    let (events, err) = collect_chat(stream).await;
+    assert!(err.is_none(), "unexpected error {err:?} after {events:?}");
+    let stops = events
+        .iter()
+        .filter(|e| matches!(e, ChatEvent::Stop(_)))
+        .count();
+    assert_eq!(stops, 1, "{events:?}");
+    assert!(
+        matches!(events.last(), Some(ChatEvent::Stop(_))),
+        "{events:?}"
+    );
+    events
+}
+
+pub fn text_of(events: &[ChatEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn stop_of(events: &[ChatEvent]) -> Option<StopReason> {
+    events.iter().find_map(|e| match e {
+        ChatEvent::Stop(s) => Some(*s),
+        _ => None,
+    })
+}
+
+/// The text of a FIM stream, or its first error.
+pub async fn fim_text(mut stream: fettle::model::TextStream) -> Result<String, ModelError> {
+    let mut text = String::new();
+    while let Some(piece) = stream.next().await {
+        text.push_str(&piece?);
+    }
+    Ok(text)
+}

@@ -1,0 +1,467 @@
+//! The `ollama` provider against the mock model server: the requests it
+//! sends to `/api/chat` and `/api/generate`, the NDJSON it decodes, and
+//! every fault it must report honestly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+mod providers_anthropic_ollama_common;
+
+use std::time::{Duration, Instant};
+
+use fettle::config::{FimTemplate, ModelConfig, Provider as ProviderKind};
+use fettle::mock::{Fault, Matcher, MockToolCall, MockUsage, ScriptedResponse};
+use fettle::model::{
+    ChatEvent, ChatRequest, FimRequest, GenOptions, Message, ModelError, StopReason, ToolCall,
+    ToolDef, Usage,
+};
+use futures::StreamExt;
+use providers_anthropic_ollama_common::*;
+use serde_json::json;
+
+fn llama(url: &str) -> ModelConfig {
+    config(ProviderKind::Ollama, url, "qwen2.5-coder:1.5b")
+}
+
+fn hello() -> ChatRequest {
+    ChatRequest {
+        messages: vec![Message::user("hi")],
+        ..ChatRequest::default()
+    }
+}
+
+fn fim_request() -> FimRequest {
+    FimRequest {
+        prefix: "def add(a, b):\n    ".into(),
+        suffix: "\n".into(),
+        options: GenOptions {
+            max_tokens: Some(16),
+            stop: vec!["\n\n".into()],
+            ..GenOptions::default()
+        },
+        ..FimRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn chat_request_shape() {
+    let server = server(vec![ScriptedResponse::text("ok")]).await;
+    set_key("FETTLE_TEST_OLLAMA_KEY_REQUEST", "proxy-secret");
+    let mut cfg = llama(&server.url());
+    cfg.api_key_env = Some("FETTLE_TEST_OLLAMA_KEY_REQUEST".into());
+    cfg.temperature = 0.7;
+    cfg.extra_body.insert("keep_alive".into(), json!("10m"));
+    let call = ToolCall {
+        id: "call_0".into(),
+        name: "read_file".into(),
+        arguments: json!({"path": "a.py"}),
+    };
+    let req = ChatRequest {
+        messages: vec![
+            Message::system("Be brief."),
+            Message::user("Read a.py"),
+            Message {
+                tool_calls: vec![call],
+                ..Message::assistant("")
+            },
+            Message::tool_result("call_0", "print(1)"),
+        ],
+        tools: vec![ToolDef {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters: json!({"type": "object"}),
+        }],
+        options: GenOptions {
+            max_tokens: Some(50),
+            stop: vec!["###".into()],
+            ..GenOptions::default()
+        },
+    };
+    let events = chat_ok(model("llama", &cfg).chat(req)).await;
+    assert_eq!(text_of(&events), "ok");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let sent = &requests[0];
+    assert_eq!(sent.path, "/api/chat");
+    assert_eq!(
+        sent.headers.get("authorization").map(String::as_str),
+        Some("Bearer proxy-secret")
+    );
+    assert_eq!(
+        sent.headers.get("content-type").map(String::as_str),
+        Some("application/json")
+    );
+    assert_eq!(
+        sent.body,
+        json!({
+            "model": "qwen2.5-coder:1.5b",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Read a.py"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"function": {"name": "read_file", "arguments": {"path": "a.py"}}},
+                ]},
+                {"role": "tool", "content": "print(1)", "tool_name": "read_file"},
+            ],
+            "tools": [{"type": "function", "function": {
+                "name": "read_file", "description": "Read a file", "parameters": {"type": "object"},
+            }}],
+            "stream": true,
+            "options": {"num_predict": 50, "temperature": 0.7, "stop": ["###"]},
+            "keep_alive": "10m",
+        })
+    );
+}
+
+#[tokio::test]
+async fn no_authorization_without_a_key() {
+    let server = server(vec![ScriptedResponse::text("ok")]).await;
+    chat_ok(model("llama", &llama(&server.url())).chat(hello())).await;
+    let sent = &server.requests()[0];
+    assert!(
+        !sent.headers.contains_key("authorization"),
+        "{:?}",
+        sent.headers
+    );
+    assert_eq!(
+        sent.body["options"],
+        json!({"num_predict": 128, "temperature": 0.2})
+    );
+}
+
+#[tokio::test]
+async fn fim_with_suffix_template() {
+    let server = server(vec![ScriptedResponse {
+        chunks: Some(vec!["return ".into(), "a + b".into()]),
+        usage: Some(MockUsage {
+            input_tokens: 9,
+            output_tokens: 4,
+        }),
+        ..ScriptedResponse::default()
+    }])
+    .await;
+    let mut cfg = llama(&server.url());
+    cfg.fim_template = FimTemplate::Suffix;
+    let text = collect_text(model("llama", &cfg).fim(fim_request()))
+        .await
+        .unwrap();
+    assert_eq!(text, ["return ", "a + b"]);
+    let sent = &server.requests()[0];
+    assert_eq!(sent.path, "/api/generate");
+    assert_eq!(sent.body["model"], json!("qwen2.5-coder:1.5b"));
+    assert_eq!(sent.body["suffix"], json!("\n"));
+    assert!(sent.body["prompt"]
+        .as_str()
+        .unwrap()
+        .ends_with("def add(a, b):\n    "));
+    assert!(sent.body.get("raw").is_none());
+    assert_eq!(sent.body["stream"], json!(true));
+    assert_eq!(sent.body["options"]["num_predict"], json!(16));
+    assert_eq!(sent.body["options"]["stop"], json!(["\n\n"]));
+}
+
+#[tokio::test]
+async fn fim_with_a_concrete_template_is_raw() {
+    let server = server(vec![ScriptedResponse::text("a + b")]).await;
+    let mut cfg = llama(&server.url());
+    cfg.fim_template = FimTemplate::Qwen;
+    let text = collect_text(model("llama", &cfg).fim(fim_request()))
+        .await
+        .unwrap();
+    assert_eq!(text.concat(), "a + b");
+    let sent = &server.requests()[0];
+    assert_eq!(sent.path, "/api/generate");
+    assert_eq!(sent.body["raw"], json!(true), "{}", sent.body);
+    assert!(sent.body.get("suffix").is_none());
+    let prompt = sent.body["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("<|fim_prefix|>") && prompt.contains("def add"),
+        "{prompt}"
+    );
+}
+
+#[tokio::test]
+async fn fim_with_the_chat_template_uses_chat() {
+    let server = server(vec![ScriptedResponse::text("a + b")]).await;
+    let mut cfg = llama(&server.url());
+    cfg.fim_template = FimTemplate::Chat;
+    let text = collect_text(model("llama", &cfg).fim(fim_request()))
+        .await
+        .unwrap();
+    assert_eq!(text.concat(), "a + b");
+    let sent = &server.requests()[0];
+    assert_eq!(sent.path, "/api/chat");
+    assert!(sent.body["messages"]
+        .as_array()
+        .is_some_and(|m| !m.is_empty()));
+}
+
+#[tokio::test]
+async fn streams_text_tool_calls_usage_and_stop() {
+    let server = server(vec![ScriptedResponse {
+        chunks: Some(vec!["Checking".into(), " now".into()]),
+        tool_calls: vec![
+            MockToolCall::new("read_file", json!({"path": "a.py", "lines": [1, 2]})),
+            MockToolCall::new("list_dir", json!({})),
+        ],
+        usage: Some(MockUsage {
+            input_tokens: 30,
+            output_tokens: 12,
+        }),
+        ..ScriptedResponse::default()
+    }])
+    .await;
+    let events = chat_ok(model("llama", &llama(&server.url())).chat(hello())).await;
+    assert_one_stop_last(&events);
+    assert_eq!(text_of(&events), "Checking now");
+    let calls: Vec<&ToolCall> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::ToolCall(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        (calls[0].id.as_str(), calls[0].name.as_str()),
+        ("call_0", "read_file")
+    );
+    assert_eq!(calls[0].arguments, json!({"path": "a.py", "lines": [1, 2]}));
+    assert_eq!(
+        (calls[1].id.as_str(), calls[1].name.as_str()),
+        ("call_1", "list_dir")
+    );
+    let n = events.len();
+    assert_eq!(
+        events[n - 2],
+        ChatEvent::Usage(Usage {
+            input_tokens: 30,
+            output_tokens: 12
+        })
+    );
+    assert_eq!(events[n - 1], ChatEvent::Stop(StopReason::ToolUse));
+}
+
+#[tokio::test]
+async fn stop_reasons_come_through() {
+    let server = server(vec![
+        ScriptedResponse::text("x"),
+        ScriptedResponse {
+            stop_reason: Some("length".into()),
+            ..ScriptedResponse::text("x")
+        },
+    ])
+    .await;
+    let model = model("llama", &llama(&server.url()));
+    for expected in [StopReason::EndTurn, StopReason::MaxTokens] {
+        let events = chat_ok(model.chat(hello())).await;
+        assert_eq!(events.last(), Some(&ChatEvent::Stop(expected)));
+    }
+}
+
+#[tokio::test]
+async fn rate_limit_with_retry_after_then_success() {
+    let server = server(vec![
+        status(429, Some("1"), None),
+        ScriptedResponse::text("ok"),
+    ])
+    .await;
+    let started = Instant::now();
+    let events = chat_ok(model("llama", &llama(&server.url())).chat(hello())).await;
+    assert_eq!(text_of(&events), "ok");
+    assert!(started.elapsed() >= Duration::from_millis(950));
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn server_error_is_retried() {
+    let server = server(vec![status(503, None, None), ScriptedResponse::text("ok")]).await;
+    let text = collect_text(model("llama", &llama(&server.url())).fim(fim_request())).await;
+    assert_eq!(text.unwrap().concat(), "ok");
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn unauthorized_names_the_variable() {
+    let server = server(vec![status(401, None, None)]).await;
+    let mut cfg = llama(&server.url());
+    cfg.api_key_env = Some("FETTLE_TEST_OLLAMA_KEY_UNSET".into());
+    let err = chat_err(model("llama", &cfg).chat(hello())).await;
+    assert!(
+        matches!(err, ModelError::Auth { status: 401, .. }),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("FETTLE_TEST_OLLAMA_KEY_UNSET") && message.contains("not set"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn missing_model_says_to_pull_it() {
+    let body = r#"{"error":"model \"qwen2.5-coder:1.5b\" not found, try pulling it first"}"#;
+    let server = server(vec![status(404, None, Some(body))]).await;
+    let err = chat_err(model("llama", &llama(&server.url())).chat(hello())).await;
+    assert!(matches!(err, ModelError::ModelNotFound { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "model \"llama\": {}/api/chat does not know model \"qwen2.5-coder:1.5b\", or has no such endpoint (HTTP 404). \
+             Check models.llama.model and models.llama.base_url: model \"qwen2.5-coder:1.5b\" not found, try pulling it first",
+            server.url()
+        )
+    );
+}
+
+#[tokio::test]
+async fn disconnect_mid_stream_is_truncated_and_not_retried() {
+    let server = server(vec![
+        fault_text(Fault::Disconnect { after_chunks: 2 }),
+        ScriptedResponse::text("must not be fetched"),
+    ])
+    .await;
+    let (events, err) = collect_chat(model("llama", &llama(&server.url())).chat(hello())).await;
+    assert_eq!(text_of(&events), "one two");
+    assert!(
+        matches!(err, Some(ModelError::TruncatedStream { .. })),
+        "{err:?}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn truncated_stream() {
+    let server = server(vec![fault_text(Fault::Truncate { after_chunks: 1 })]).await;
+    let mut cfg = llama(&server.url());
+    cfg.fim_template = FimTemplate::Suffix;
+    let err = collect_text(model("llama", &cfg).fim(fim_request()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ModelError::TruncatedStream { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("without its final \"done\": true line"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_json() {
+    let server = server(vec![fault_text(Fault::MalformedJson)]).await;
+    let err = chat_err(model("llama", &llama(&server.url())).chat(hello())).await;
+    assert!(
+        matches!(err, ModelError::MalformedResponse { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn unknown_event() {
+    let server = server(vec![fault_text(Fault::UnknownEvent)]).await;
+    let err = chat_err(model("llama", &llama(&server.url())).chat(hello())).await;
+    assert!(
+        matches!(&err, ModelError::UnknownEvent { event, .. } if event.contains("mystery")),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn invalid_tool_arguments() {
+    let server = server(vec![ScriptedResponse {
+        tool_calls: vec![MockToolCall {
+            arguments_raw: Some("{\"path\": ".into()),
+            ..MockToolCall::new("read_file", json!({}))
+        }],
+        ..ScriptedResponse::default()
+    }])
+    .await;
+    let err = chat_err(model("llama", &llama(&server.url())).chat(hello())).await;
+    assert!(
+        matches!(&err, ModelError::BadToolArguments { tool, .. } if tool == "read_file"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("not valid JSON"), "{err}");
+}
+
+#[tokio::test]
+async fn hang_times_out() {
+    let server = server(vec![fault_text(Fault::Hang)]).await;
+    let mut cfg = llama(&server.url());
+    cfg.timeout_ms = 300;
+    let started = Instant::now();
+    let err = chat_err(model("llama", &cfg).chat(hello())).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, ModelError::Timeout { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn connection_refused() {
+    let url = refused_url().await;
+    let mut cfg = llama(&url);
+    cfg.max_retries = 1;
+    let err = chat_err(model("llama", &cfg).chat(hello())).await;
+    assert!(matches!(err, ModelError::Connect { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("cannot connect to") && message.contains("/api/chat"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn streams_are_lazy_and_dropping_ends_promptly() {
+    let server = server(vec![
+        ScriptedResponse {
+            when: Some(Matcher {
+                path: Some("/api/chat".into()),
+                contains: None,
+            }),
+            chunk_delay_ms: 300,
+            ..ScriptedResponse::text("a b c d e f g h")
+        },
+        ScriptedResponse::text("again"),
+    ])
+    .await;
+    let model = model("llama", &llama(&server.url()));
+    let mut stream = model.chat(hello());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(server.requests().is_empty());
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap();
+    assert_eq!(first.unwrap().unwrap(), ChatEvent::TextDelta("a".into()));
+    let started = Instant::now();
+    drop(stream);
+    assert!(started.elapsed() < Duration::from_millis(100));
+    let events = chat_ok(model.chat(hello())).await;
+    assert_eq!(text_of(&events), "again");
+}
+
+fn fault_text(fault: Fault) -> ScriptedResponse {
+    ScriptedResponse {
+        fault: Some(fault),
+        ..ScriptedResponse::text("one two three")
+    }
+}
+
+#[tokio::test]
+async fn dropping_the_stream_closes_the_connection() {
+    let first = "{\"message\":{\"role\":\"assistant\",\"content\":\"partial\"},\"done\":false}\n";
+    let (url, closed) = cancel_probe("application/x-ndjson", first).await;
+    let model = model("llama", &llama(&url));
+    let mut stream = model.chat(hello());
+    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap();
+    assert_eq!(
+        first.unwrap().unwrap(),
+        ChatEvent::TextDelta("partial".into())
+    );
+    drop(stream);
+    tokio::time::timeout(Duration::from_secs(1), closed)
+        .await
+        .expect("the connection closes within 1 s of the drop")
+        .unwrap();
+}
