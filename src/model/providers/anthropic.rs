@@ -2,15 +2,16 @@
 //! server-sent events. Anthropic has no native fill-in-the-middle: FIM
 //! requests are rendered with the `chat` template and sent as a chat.
 use std::collections::BTreeMap;
-use std::time::Instant;
 
-use futures::StreamExt;
+use futures::stream::BoxStream;
 use serde_json::{json, Map, Value};
+
+use super::stream::{self, text_only};
 
 use crate::config::{FimTemplate, ModelConfig};
 use crate::model::error::shorten;
 use crate::model::fim::{self, FimOrder, FimPrompt};
-use crate::model::http::{merge_extra_body, Endpoint};
+use crate::model::http::{merge_extra_body, Endpoint, Response, SseEvent};
 use crate::model::{
     ChatEvent, ChatRequest, ChatStream, FimRequest, GenOptions, Message, ModelError, Provider,
     Role, StopReason, TextStream, ToolCall, ToolDef, Usage,
@@ -37,7 +38,14 @@ impl Anthropic {
 
     fn stream(&self, body: Value) -> ChatStream {
         let url = self.endpoint.url("/v1/messages");
-        event_stream(self.endpoint.clone(), url, body)
+        let decoder = Decoder::new(&self.endpoint.name, &url);
+        stream::request(
+            self.endpoint.clone(),
+            url,
+            headers(&self.endpoint),
+            body,
+            decoder,
+        )
     }
 
     fn body(
@@ -177,50 +185,6 @@ fn encode_messages(messages: &[Message]) -> Value {
 
 fn text_block(text: &str) -> Value {
     json!({ "type": "text", "text": text })
-}
-
-/// POSTs `body` to `url` and streams the decoded events. Lazy: nothing is
-/// sent until the stream is first polled; dropping it aborts the request.
-fn event_stream(endpoint: Endpoint, url: String, body: Value) -> ChatStream {
-    Box::pin(async_stream::try_stream! {
-        let started = Instant::now();
-        tracing::debug!(model = %endpoint.name, %url, "model request");
-        let response = endpoint.post(&url, &headers(&endpoint), &body).await?;
-        tracing::debug!(
-            model = %endpoint.name, %url, status = response.status(),
-            first_byte_ms = started.elapsed().as_millis() as u64,
-            "model response started"
-        );
-        let mut decoder = Decoder::new(&endpoint.name, &url);
-        let events = response.sse();
-        futures::pin_mut!(events);
-        while let Some(event) = events.next().await {
-            let event = event?;
-            for out in decoder.feed(event.event.as_deref(), &event.data)? {
-                yield out;
-            }
-            if decoder.is_done() {
-                break;
-            }
-        }
-        decoder.end()?;
-        tracing::debug!(
-            model = %endpoint.name, %url,
-            total_ms = started.elapsed().as_millis() as u64,
-            "model response complete"
-        );
-    })
-}
-
-/// Only the text of a chat stream; errors pass through.
-fn text_only(stream: ChatStream) -> TextStream {
-    Box::pin(stream.filter_map(|event| async move {
-        match event {
-            Ok(ChatEvent::TextDelta(text)) => Some(Ok(text)),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        }
-    }))
 }
 
 /// A `tool_use` content block still arriving.
@@ -505,6 +469,23 @@ fn stop_reason(reason: &str) -> StopReason {
         "stop_sequence" => StopReason::StopSequence,
         "tool_use" => StopReason::ToolUse,
         _ => StopReason::Other,
+    }
+}
+
+impl stream::Decode for Decoder {
+    type Frame = SseEvent;
+    type Item = ChatEvent;
+    fn frames(response: Response) -> BoxStream<'static, Result<SseEvent, ModelError>> {
+        stream::sse(response)
+    }
+    fn decode(&mut self, frame: SseEvent) -> Result<Vec<ChatEvent>, ModelError> {
+        self.feed(frame.event.as_deref(), &frame.data)
+    }
+    fn done(&self) -> bool {
+        self.is_done()
+    }
+    fn finish(&mut self) -> Result<Vec<ChatEvent>, ModelError> {
+        self.end().map(|()| Vec::new())
     }
 }
 

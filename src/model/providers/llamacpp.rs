@@ -4,15 +4,14 @@
 //! explicitly configured template; chat at `/v1/chat/completions`
 //! (OpenAI-compatible). The server serves the model it was started with,
 //! so `model` is sent only when configured.
-use std::time::Instant;
-
-use futures::StreamExt;
+use futures::stream::BoxStream;
 use serde_json::{json, Map, Value};
 
 use super::openai_wire::{self, Sampling};
+use super::stream;
 use crate::config::{FimTemplate, ModelConfig, Provider as ProviderKind};
 use crate::model::fim::{self, FimOrder, FimPrompt};
-use crate::model::http::{merge_extra_body, Endpoint};
+use crate::model::http::{merge_extra_body, Endpoint, Response, SseEvent};
 use crate::model::{
     ChatRequest, ChatStream, FimRequest, ModelError, Provider, Snippet, TextStream,
 };
@@ -98,7 +97,7 @@ impl Provider for LlamaCpp {
                     &self.config.extra_body,
                 );
                 let url = self.endpoint.url("/v1/chat/completions");
-                openai_wire::text_only(openai_wire::chat_stream(self.endpoint.clone(), url, body))
+                stream::text_only(openai_wire::chat_stream(self.endpoint.clone(), url, body))
             }
         }
     }
@@ -128,36 +127,9 @@ fn input_extra(snippets: &[Snippet]) -> Value {
 /// POSTs to `/infill` or `/completion` and streams the text. Lazy; dropping
 /// the stream aborts the request.
 fn native_stream(endpoint: Endpoint, url: String, body: Value) -> TextStream {
-    Box::pin(async_stream::try_stream! {
-        let started = Instant::now();
-        tracing::debug!(model = %endpoint.name, %url, "model request");
-        let response = endpoint
-            .post(&url, &openai_wire::headers(&endpoint), &body)
-            .await?;
-        tracing::debug!(
-            model = %endpoint.name, %url, status = response.status(),
-            first_byte_ms = started.elapsed().as_millis() as u64,
-            "model response started"
-        );
-        let mut decoder = NativeDecoder::new(&endpoint.name, &url);
-        let events = response.sse();
-        futures::pin_mut!(events);
-        while let Some(event) = events.next().await {
-            let event = event?;
-            if let Some(text) = decoder.feed(&event.data)? {
-                yield text;
-            }
-            if decoder.stopped {
-                break;
-            }
-        }
-        decoder.end()?;
-        tracing::debug!(
-            model = %endpoint.name, %url,
-            total_ms = started.elapsed().as_millis() as u64,
-            "model response complete"
-        );
-    })
+    let decoder = NativeDecoder::new(&endpoint.name, &url);
+    let headers = openai_wire::headers(&endpoint);
+    stream::request(endpoint, url, headers, body, decoder)
 }
 
 /// Decodes llama-server's native stream: `{"content": "...", "stop": false}`
@@ -215,6 +187,23 @@ impl NativeDecoder {
             url: self.url.clone(),
             reason: "the stream ended before an event with \"stop\": true".to_string(),
         })
+    }
+}
+
+impl stream::Decode for NativeDecoder {
+    type Frame = SseEvent;
+    type Item = String;
+    fn frames(response: Response) -> BoxStream<'static, Result<SseEvent, ModelError>> {
+        stream::sse(response)
+    }
+    fn decode(&mut self, frame: SseEvent) -> Result<Vec<String>, ModelError> {
+        Ok(self.feed(&frame.data)?.into_iter().collect())
+    }
+    fn done(&self) -> bool {
+        self.stopped
+    }
+    fn finish(&mut self) -> Result<Vec<String>, ModelError> {
+        self.end().map(|()| Vec::new())
     }
 }
 

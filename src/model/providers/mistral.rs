@@ -2,6 +2,7 @@
 //! suffix sent apart; the stream is chat-shaped), chat at
 //! `/chat/completions` (OpenAI-compatible, tool calls included).
 use super::openai_wire::{self, Sampling};
+use super::stream;
 use crate::config::{FimTemplate, ModelConfig, Provider as ProviderKind};
 use crate::model::fim::{self, FimOrder, FimPrompt};
 use crate::model::http::Endpoint;
@@ -66,7 +67,7 @@ impl Provider for Mistral {
             }
         };
         let url = self.endpoint.url(path);
-        openai_wire::text_only(openai_wire::chat_stream(self.endpoint.clone(), url, body))
+        stream::text_only(openai_wire::chat_stream(self.endpoint.clone(), url, body))
     }
 
     fn chat(&self, req: ChatRequest) -> ChatStream {

@@ -5,3 +5,4 @@ pub(crate) mod mistral;
 pub(crate) mod ollama;
 pub(crate) mod openai;
 pub(crate) mod openai_wire;
+mod stream;

@@ -2,15 +2,15 @@
 //! `/api/chat`, fill-in-the-middle at `/api/generate` (with `suffix`, so the
 //! server applies the model's own FIM template, or with a prompt rendered by
 //! a concrete template and `raw: true`).
-use std::time::Instant;
-
-use futures::StreamExt;
+use futures::stream::BoxStream;
 use serde_json::{json, Map, Value};
+
+use super::stream::{self, text_only};
 
 use crate::config::{FimTemplate, ModelConfig, Provider as ProviderKind};
 use crate::model::error::shorten;
 use crate::model::fim::{self, FimOrder, FimPrompt};
-use crate::model::http::{merge_extra_body, Endpoint};
+use crate::model::http::{merge_extra_body, Endpoint, Response};
 use crate::model::{
     ChatEvent, ChatRequest, ChatStream, FimRequest, GenOptions, Message, ModelError, Provider,
     Role, StopReason, TextStream, ToolCall, ToolDef, Usage,
@@ -37,7 +37,14 @@ impl Ollama {
 
     fn stream(&self, path: &str, body: Value) -> ChatStream {
         let url = self.endpoint.url(path);
-        line_stream(self.endpoint.clone(), url, body)
+        let decoder = Decoder::new(&self.endpoint.name, &url);
+        stream::request(
+            self.endpoint.clone(),
+            url,
+            headers(&self.endpoint),
+            body,
+            decoder,
+        )
     }
 }
 
@@ -201,49 +208,6 @@ fn encode_messages(messages: &[Message]) -> Value {
     Value::Array(encoded)
 }
 
-/// POSTs `body` to `url` and streams the decoded lines. Lazy: nothing is
-/// sent until the stream is first polled; dropping it aborts the request.
-fn line_stream(endpoint: Endpoint, url: String, body: Value) -> ChatStream {
-    Box::pin(async_stream::try_stream! {
-        let started = Instant::now();
-        tracing::debug!(model = %endpoint.name, %url, "model request");
-        let response = endpoint.post(&url, &headers(&endpoint), &body).await?;
-        tracing::debug!(
-            model = %endpoint.name, %url, status = response.status(),
-            first_byte_ms = started.elapsed().as_millis() as u64,
-            "model response started"
-        );
-        let mut decoder = Decoder::new(&endpoint.name, &url);
-        let lines = response.ndjson();
-        futures::pin_mut!(lines);
-        while let Some(line) = lines.next().await {
-            for out in decoder.feed(&line?)? {
-                yield out;
-            }
-            if decoder.is_done() {
-                break;
-            }
-        }
-        decoder.end()?;
-        tracing::debug!(
-            model = %endpoint.name, %url,
-            total_ms = started.elapsed().as_millis() as u64,
-            "model response complete"
-        );
-    })
-}
-
-/// Only the text of a chat stream; errors pass through.
-fn text_only(stream: ChatStream) -> TextStream {
-    Box::pin(stream.filter_map(|event| async move {
-        match event {
-            Ok(ChatEvent::TextDelta(text)) => Some(Ok(text)),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        }
-    }))
-}
-
 /// Decodes Ollama's stream lines (from `/api/chat` and `/api/generate`)
 /// into [`ChatEvent`]s: text as it comes, each tool call as it arrives
 /// (Ollama sends them whole), then usage and the one `Stop` at `done`.
@@ -400,6 +364,23 @@ impl Decoder {
             url: self.url.clone(),
             reason,
         }
+    }
+}
+
+impl stream::Decode for Decoder {
+    type Frame = Value;
+    type Item = ChatEvent;
+    fn frames(response: Response) -> BoxStream<'static, Result<Value, ModelError>> {
+        stream::ndjson(response)
+    }
+    fn decode(&mut self, frame: Value) -> Result<Vec<ChatEvent>, ModelError> {
+        self.feed(&frame)
+    }
+    fn done(&self) -> bool {
+        self.is_done()
+    }
+    fn finish(&mut self) -> Result<Vec<ChatEvent>, ModelError> {
+        self.end().map(|()| Vec::new())
     }
 }
 

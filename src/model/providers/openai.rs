@@ -3,6 +3,7 @@
 //! the prompt rendered by the FIM template) or through chat for models
 //! without FIM.
 use super::openai_wire::{self, Sampling};
+use super::stream;
 use crate::config::{FimTemplate, ModelConfig, Provider as ProviderKind};
 use crate::model::fim::{self, FimOrder, FimPrompt};
 use crate::model::http::Endpoint;
@@ -57,7 +58,7 @@ impl Provider for OpenAi {
             }
         };
         let url = self.endpoint.url(path);
-        openai_wire::text_only(openai_wire::chat_stream(self.endpoint.clone(), url, body))
+        stream::text_only(openai_wire::chat_stream(self.endpoint.clone(), url, body))
     }
 
     fn chat(&self, req: ChatRequest) -> ChatStream {

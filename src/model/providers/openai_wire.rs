@@ -3,17 +3,18 @@
 //! chunks — chat chunks (`choices[0].delta`) as well as text-completion
 //! chunks (`choices[0].text`), which differ only in where the text is.
 use std::collections::BTreeMap;
-use std::time::Instant;
 
-use futures::StreamExt;
+use futures::stream::BoxStream;
 use serde_json::{json, Map, Value};
+
+use super::stream;
 
 use crate::config::ModelConfig;
 use crate::model::error::shorten;
-use crate::model::http::{merge_extra_body, Endpoint};
+use crate::model::http::{merge_extra_body, Endpoint, Response, SseEvent};
 use crate::model::{
-    ChatEvent, ChatStream, GenOptions, Message, ModelError, Role, StopReason, TextStream, ToolCall,
-    ToolDef, Usage,
+    ChatEvent, ChatStream, GenOptions, Message, ModelError, Role, StopReason, ToolCall, ToolDef,
+    Usage,
 };
 
 /// Sampling settings for one request: the request's options over the
@@ -161,48 +162,9 @@ fn encode_message(message: &Message) -> Value {
 /// POSTs `body` to `url` and streams the decoded chunks. Lazy: nothing is
 /// sent until the stream is first polled; dropping it aborts the request.
 pub(crate) fn chat_stream(endpoint: Endpoint, url: String, body: Value) -> ChatStream {
-    Box::pin(async_stream::try_stream! {
-        let started = Instant::now();
-        tracing::debug!(model = %endpoint.name, %url, "model request");
-        let response = endpoint.post(&url, &headers(&endpoint), &body).await?;
-        tracing::debug!(
-            model = %endpoint.name, %url, status = response.status(),
-            first_byte_ms = started.elapsed().as_millis() as u64,
-            "model response started"
-        );
-        let mut decoder = ChunkDecoder::new(&endpoint.name, &url);
-        let events = response.sse();
-        futures::pin_mut!(events);
-        while let Some(event) = events.next().await {
-            let event = event?;
-            for out in decoder.feed(event.event.as_deref(), &event.data)? {
-                yield out;
-            }
-            if decoder.is_done() {
-                break;
-            }
-        }
-        for out in decoder.end()? {
-            yield out;
-        }
-        tracing::debug!(
-            model = %endpoint.name, %url,
-            total_ms = started.elapsed().as_millis() as u64,
-            "model response complete"
-        );
-    })
-}
-
-/// Only the text of a chat stream (FIM answered by a chat or completions
-/// endpoint); errors pass through.
-pub(crate) fn text_only(stream: ChatStream) -> TextStream {
-    Box::pin(stream.filter_map(|event| async move {
-        match event {
-            Ok(ChatEvent::TextDelta(text)) => Some(Ok(text)),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        }
-    }))
+    let decoder = ChunkDecoder::new(&endpoint.name, &url);
+    let headers = headers(&endpoint);
+    stream::request(endpoint, url, headers, body, decoder)
 }
 
 /// The error for an `error` object (or string) the server sent inside a
@@ -446,6 +408,23 @@ fn finish_reason(reason: &str) -> StopReason {
         "length" | "model_length" => StopReason::MaxTokens,
         "tool_calls" | "function_call" => StopReason::ToolUse,
         _ => StopReason::Other,
+    }
+}
+
+impl stream::Decode for ChunkDecoder {
+    type Frame = SseEvent;
+    type Item = ChatEvent;
+    fn frames(response: Response) -> BoxStream<'static, Result<SseEvent, ModelError>> {
+        stream::sse(response)
+    }
+    fn decode(&mut self, frame: SseEvent) -> Result<Vec<ChatEvent>, ModelError> {
+        self.feed(frame.event.as_deref(), &frame.data)
+    }
+    fn done(&self) -> bool {
+        self.is_done()
+    }
+    fn finish(&mut self) -> Result<Vec<ChatEvent>, ModelError> {
+        self.end()
     }
 }
 
