@@ -208,3 +208,23 @@ async fn a_prompt_longer_than_the_context_is_refused_clearly() {
         .unwrap()
         .is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuilt_models_share_the_warm_engine_until_nobody_uses_it() {
+    let Some(path) = model_path() else { return };
+    let first = local(&path, 1028);
+    collect(&first, fim("import sys\n", "", 2)).await.unwrap();
+    // A configuration reload builds the new model while the old one lives:
+    // same weights and settings, same engine, same warm KV cache.
+    let rebuilt = local(&path, 1028);
+    assert!(rebuilt.local_stats().is_some());
+    collect(&rebuilt, fim("import sys\nimport os\n", "", 2))
+        .await
+        .unwrap();
+    assert!(rebuilt.local_stats().unwrap().reused_tokens > 0);
+    drop(first);
+    drop(rebuilt);
+    // Nobody holds it any more: the engine is gone, a new one starts cold.
+    let fresh = local(&path, 1028);
+    assert!(fresh.local_stats().is_none());
+}

@@ -9,7 +9,7 @@
 //! instead of the whole prompt.
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -123,17 +123,25 @@ fn backend() -> Result<&'static LlamaBackend, String> {
 
 impl Engine {
     /// The shared engine for `key`, starting its thread on first use.
-    /// Configuration reloads rebuild providers; they keep getting the same
-    /// engine (and its warm KV cache) as long as the key is the same.
+    /// Configuration reloads rebuild providers (the new ones before the old
+    /// ones are dropped); they keep getting the same engine, and its warm KV
+    /// cache, as long as the key is the same.
     pub fn shared(name: &str, key: EngineKey) -> Arc<Engine> {
-        static ENGINES: OnceLock<Mutex<Vec<Arc<Engine>>>> = OnceLock::new();
+        // Weak: an engine nobody uses any more (its model's path changed)
+        // is dropped, which ends its thread and frees the weights.
+        static ENGINES: OnceLock<Mutex<Vec<Weak<Engine>>>> = OnceLock::new();
         let engines = ENGINES.get_or_init(Default::default);
         let mut engines = engines.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = engines.iter().find(|e| e.key == key) {
-            return Arc::clone(e);
+        engines.retain(|e| e.strong_count() > 0);
+        if let Some(e) = engines
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|e| e.key == key)
+        {
+            return e;
         }
         let engine = Arc::new(Engine::start(name, key));
-        engines.push(Arc::clone(&engine));
+        engines.push(Arc::downgrade(&engine));
         engine
     }
 
