@@ -69,6 +69,7 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
     }
     // An analysis still waiting for this document finds its generation gone and stops.
     state.analysis_generation.remove(&uri);
+    state.completion.forget(&uri);
     if let Ok(path) = uri.to_file_path() {
         if is_in_workspace(state, &path) {
             // The unsaved buffer is gone: the index goes back to the file on disk.

@@ -93,6 +93,9 @@ where
                 // `notify_one` stores a permit, so the waiter cannot miss it.
                 lifecycle.exited.notify_one();
             }
+            if method == "initialize" {
+                return result.map(|r| r.map(with_extra_capabilities));
+            }
             result
         }
         .boxed()
@@ -111,6 +114,23 @@ fn without_null_params(req: Request) -> Request {
         Some(id) => builder.id(id).finish(),
         None => builder.finish(),
     }
+}
+
+/// Adds the capabilities lsp-types cannot express to an `initialize` result.
+fn with_extra_capabilities(response: Response) -> Response {
+    let (id, body) = response.into_parts();
+    let body = body.map(|mut result| {
+        if let Some(caps) = result
+            .get_mut("capabilities")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            for (key, value) in super::lifecycle::extra_capabilities() {
+                caps.insert(key.to_owned(), value);
+            }
+        }
+        result
+    });
+    Response::from_parts(id, body)
 }
 
 fn panic_response(

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use serde_json::json;
 use tower_lsp::jsonrpc::Result;
 use tower_lsp::lsp_types::{
-    DocumentSymbolOptions, InitializeParams, InitializeResult, InitializedParams, OneOf,
-    Registration, SaveOptions, ServerCapabilities, ServerInfo, TextDocumentSyncCapability,
-    TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions,
-    WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities, WorkspaceSymbolOptions,
+    DocumentSymbolOptions, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
+    InitializeResult, InitializedParams, OneOf, Registration, SaveOptions, ServerCapabilities,
+    ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
+    TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+    WorkspaceSymbolOptions,
 };
 
 use super::settings;
@@ -93,7 +94,32 @@ pub fn capabilities(encoding: PositionEncoding) -> ServerCapabilities {
             }),
             file_operations: None,
         }),
+        execute_command_provider: Some(ExecuteCommandOptions {
+            commands: vec![super::inline_completion::ACCEPT_COMMAND.to_owned()],
+            work_done_progress_options: Default::default(),
+        }),
         ..ServerCapabilities::default()
+    }
+}
+
+/// Capabilities newer than lsp-types 0.94, added to the `initialize` result
+/// as JSON by `guard` (the typed struct cannot carry them).
+pub fn extra_capabilities() -> [(&'static str, serde_json::Value); 1] {
+    [("inlineCompletionProvider", serde_json::Value::Bool(true))]
+}
+
+/// `workspace/executeCommand`.
+pub async fn execute_command(
+    state: &Arc<State>,
+    params: ExecuteCommandParams,
+) -> tower_lsp::jsonrpc::Result<Option<serde_json::Value>> {
+    match params.command.as_str() {
+        super::inline_completion::ACCEPT_COMMAND => {
+            super::inline_completion::accept(state, &params.arguments)
+        }
+        other => Err(tower_lsp::jsonrpc::Error::invalid_params(format!(
+            "fettle: unknown command {other:?}"
+        ))),
     }
 }
 

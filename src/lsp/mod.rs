@@ -5,6 +5,7 @@
 mod documents;
 pub mod guard;
 mod index_queue;
+mod inline_completion;
 mod lifecycle;
 mod progress;
 mod server;
@@ -21,7 +22,12 @@ use tower_lsp::LspService;
 /// Serves LSP over stdio until `exit` (or end of input); returns the process exit code.
 pub async fn serve_stdio() -> i32 {
     let lifecycle = Arc::new(guard::Lifecycle::default());
-    let mut builder = LspService::build(server::Server::new);
+    let mut builder = LspService::build(server::Server::new)
+        .custom_method(
+            "textDocument/inlineCompletion",
+            server::Server::inline_completion,
+        )
+        .custom_method("fettle/stats", server::Server::stats);
     if std::env::var_os("FETTLE_TEST_HOOKS").is_some() {
         builder = builder
             .custom_method("fettle/debug/panic", server::Server::debug_panic)

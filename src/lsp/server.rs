@@ -8,7 +8,7 @@ use tower_lsp::{Client, LanguageServer};
 
 use super::index_queue::{self, IndexQueue};
 use super::state::State;
-use super::{documents, lifecycle, settings, symbols, workspace};
+use super::{documents, inline_completion, lifecycle, settings, symbols, workspace};
 
 pub struct Server {
     state: Arc<State>,
@@ -78,6 +78,28 @@ impl LanguageServer for Server {
         params: WorkspaceSymbolParams,
     ) -> Result<Option<Vec<SymbolInformation>>> {
         symbols::workspace_symbol(&self.state, params).await
+    }
+
+    async fn execute_command(
+        &self,
+        params: ExecuteCommandParams,
+    ) -> Result<Option<serde_json::Value>> {
+        lifecycle::execute_command(&self.state, params).await
+    }
+}
+
+/// Methods lsp-types 0.94 does not know (registered as custom methods).
+impl Server {
+    pub async fn inline_completion(
+        &self,
+        params: inline_completion::InlineCompletionParams,
+    ) -> Result<Option<inline_completion::InlineCompletionList>> {
+        inline_completion::inline_completion(&self.state, params).await
+    }
+
+    pub async fn stats(&self, _params: serde_json::Value) -> Result<serde_json::Value> {
+        serde_json::to_value(inline_completion::stats(&self.state))
+            .map_err(|e| tower_lsp::jsonrpc::Error::invalid_params(e.to_string()))
     }
 }
 

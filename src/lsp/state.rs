@@ -46,6 +46,8 @@ pub struct State {
     initialized: AtomicBool,
     /// Index writes from handlers, applied in arrival order.
     pub index_updates: IndexQueue,
+    /// Inline completion's cache, statistics and request bookkeeping.
+    pub completion: super::inline_completion::CompletionState,
 }
 
 /// A consistent copy of an open document, taken under the map's guard and
@@ -84,6 +86,7 @@ impl State {
             progress_tokens: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
             index_updates,
+            completion: Default::default(),
         }
     }
 

@@ -6,6 +6,7 @@ mod harness;
 
 mod config;
 mod diagnostics;
+mod inline_completion;
 mod lifecycle;
 mod models;
 mod neovim;

@@ -1,0 +1,6 @@
+//! Inline completion: deciding when to complete, building the prompt, and turning model output into a suggestion. Knows nothing about LSP.
+pub mod cache;
+pub mod context;
+pub mod postprocess;
+pub mod stats;
+pub mod trigger;

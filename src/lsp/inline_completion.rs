@@ -1,0 +1,441 @@
+//! `textDocument/inlineCompletion` (LSP 3.18; lsp-types 0.94 predates it, so
+//! the types are ours), `fettle/stats` and `fettle.acceptCompletion`.
+//!
+//! A request: snapshot the document, decide whether and how much to
+//! complete, answer from the typing-through cache if possible, otherwise
+//! build the prompt (blocking pool, hard time cap), stream the model's
+//! answer (stopping at the first line in single-line mode, or as soon as a
+//! newer request for the document supersedes this one), then postprocess.
+//! A result for a document that changed meanwhile is discarded.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use futures::StreamExt;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use tower_lsp::jsonrpc::{Error, Result};
+use tower_lsp::lsp_types::{Command, Position, Range, TextDocumentIdentifier, Url};
+
+use super::state::{Snapshot, State};
+use crate::completion::cache::{Cached, CompletionCache, Key};
+use crate::completion::context::{self, ContextInput};
+use crate::completion::postprocess::{self, IndentStyle};
+use crate::completion::stats::{Outcome, Report, Stats};
+use crate::completion::trigger::{self, Decision};
+use crate::model::GenOptions;
+use crate::position;
+
+pub const ACCEPT_COMMAND: &str = "fettle.acceptCompletion";
+/// Context gathering's hard cap; the windows around the cursor are always
+/// included, snippets only as far as this allows.
+const CONTEXT_DEADLINE: Duration = Duration::from_millis(20);
+/// Most tokens a single-line completion may take (the stream is cut at the
+/// first line anyway).
+const SINGLE_LINE_MAX_TOKENS: u32 = 64;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InlineCompletionParams {
+    pub text_document: TextDocumentIdentifier,
+    pub position: Position,
+    #[serde(default)]
+    pub context: Option<InlineCompletionContext>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InlineCompletionContext {
+    /// 1 = Invoked, 2 = Automatic.
+    #[serde(default = "automatic")]
+    pub trigger_kind: u8,
+    #[serde(default)]
+    pub selected_completion_info: Option<SelectedCompletionInfo>,
+}
+
+fn automatic() -> u8 {
+    2
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SelectedCompletionInfo {
+    pub range: Range,
+    pub text: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct InlineCompletionList {
+    pub items: Vec<InlineCompletionItem>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InlineCompletionItem {
+    pub insert_text: String,
+    pub range: Range,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_text: Option<String>,
+    pub command: Command,
+}
+
+/// What completion requests share.
+#[derive(Default)]
+pub struct CompletionState {
+    cache: Mutex<CompletionCache>,
+    stats: Mutex<Stats>,
+    /// Per document: the newest request's number, and a signal that wakes
+    /// older ones so they answer at once.
+    latest: DashMap<Url, (u64, Arc<Notify>)>,
+    next_request: AtomicU64,
+    next_item: AtomicU64,
+}
+
+impl CompletionState {
+    /// Registers a new request for `uri`, superseding older ones.
+    fn begin(&self, uri: &Url) -> Ticket {
+        let number = self.next_request.fetch_add(1, Ordering::Relaxed) + 1;
+        let notify = Arc::new(Notify::new());
+        if let Some(old) = self.latest.insert(uri.clone(), (number, notify.clone())) {
+            old.1.notify_waiters();
+        }
+        Ticket {
+            uri: uri.clone(),
+            number,
+            notify,
+        }
+    }
+
+    fn is_current(&self, ticket: &Ticket) -> bool {
+        self.latest
+            .get(&ticket.uri)
+            .is_some_and(|entry| entry.0 == ticket.number)
+    }
+
+    pub fn forget(&self, uri: &Url) {
+        self.cache.lock().forget(uri.as_str());
+        self.latest.remove(uri);
+    }
+}
+
+struct Ticket {
+    uri: Url,
+    number: u64,
+    notify: Arc<Notify>,
+}
+
+pub async fn inline_completion(
+    state: &Arc<State>,
+    params: InlineCompletionParams,
+) -> Result<Option<InlineCompletionList>> {
+    let started = Instant::now();
+    let uri = params.text_document.uri.clone();
+    let Some(snapshot) = state.snapshot(&uri) else {
+        return Err(Error::invalid_params(format!(
+            "fettle: {uri} is not open (send textDocument/didOpen first)"
+        )));
+    };
+    let config = state.config();
+    if !config.completion.enabled {
+        return Ok(None);
+    }
+    let ticket = state.completion.begin(&uri);
+    let (outcome, model_time, list) = complete(state, &params, snapshot, &ticket).await;
+    state
+        .completion
+        .stats
+        .lock()
+        .record(outcome, started.elapsed(), model_time);
+    Ok(list)
+}
+
+/// The request's work; returns how it ended, the time spent waiting for
+/// the model, and the answer.
+async fn complete(
+    state: &Arc<State>,
+    params: &InlineCompletionParams,
+    snapshot: Snapshot,
+    ticket: &Ticket,
+) -> (Outcome, Duration, Option<InlineCompletionList>) {
+    let config = state.config();
+    let encoding = state.encoding();
+    let mut text = snapshot.rope.to_string();
+    let mut cursor = position::offset_of(&snapshot.rope, params.position, encoding);
+    let mut base = Range {
+        start: params.position,
+        end: params.position,
+    };
+    // A selected item in the client's completion menu: complete as if it
+    // had been typed, and replace its range with selection + completion.
+    let mut typed_prefix = String::new();
+    if let Some(selected) = params
+        .context
+        .as_ref()
+        .and_then(|c| c.selected_completion_info.as_ref())
+    {
+        let sel = position::range_to_bytes(&snapshot.rope, selected.range, encoding);
+        text.replace_range(sel.start..sel.end.max(sel.start), &selected.text);
+        cursor = sel.start + selected.text.len();
+        base = selected.range;
+        typed_prefix = selected.text.clone();
+    }
+
+    // An explicit request (Invoked) is answered at once; only automatic
+    // ones wait for typing to pause.
+    let invoked = params.context.as_ref().is_some_and(|c| c.trigger_kind == 1);
+    if config.completion.debounce_ms > 0 && !invoked {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(config.completion.debounce_ms)) => {}
+            () = ticket.notify.notified() => return (Outcome::Cancelled, Duration::ZERO, None),
+        }
+        if !state.completion.is_current(ticket) {
+            return (Outcome::Cancelled, Duration::ZERO, None);
+        }
+    }
+
+    // The tree only when it matches the text; otherwise heuristics (no
+    // reparse on the keystroke path).
+    let tree = (!snapshot.needs_reparse && typed_prefix.is_empty())
+        .then_some(snapshot.tree.as_ref())
+        .flatten();
+    let (multiline, max_lines, stop) = match trigger::decide(
+        &text,
+        cursor,
+        snapshot.language,
+        tree,
+        config.completion.multiline,
+    ) {
+        Decision::Skip(reason) => {
+            tracing::debug!(%reason, "no completion here");
+            return (Outcome::Empty, Duration::ZERO, None);
+        }
+        Decision::Complete {
+            multiline,
+            max_lines,
+            stop,
+        } => (multiline, max_lines, stop),
+    };
+
+    let key = Key::new(snapshot.uri.as_str(), &text, cursor);
+    let hit = state.completion.cache.lock().get(&key);
+    if let Some(hit) = hit {
+        let list = answer(state, &snapshot, base, &typed_prefix, &hit);
+        return (
+            Outcome::Shown { from_cache: true },
+            Duration::ZERO,
+            Some(list),
+        );
+    }
+
+    let model = match state.models().get(&config.completion.model) {
+        Ok(model) => model,
+        Err(err) => {
+            tracing::warn!(error = %err, "completion model unavailable");
+            return (Outcome::Error, Duration::ZERO, None);
+        }
+    };
+    let request = {
+        let index = state.index();
+        let roots = state.roots.read().clone();
+        let path = snapshot.uri.to_file_path().ok();
+        let language = snapshot.language;
+        let text = text.clone();
+        let max_prompt_tokens = config.completion.max_prompt_tokens as usize;
+        let counter_model = model.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let root = path
+                .as_ref()
+                .and_then(|p| roots.iter().find(|r| p.starts_with(r)).cloned());
+            let counter = move |s: &str| counter_model.count_tokens(s);
+            let input = ContextInput {
+                text: &text,
+                cursor,
+                path: path.as_deref(),
+                root: root.as_deref(),
+                language,
+                index: Some(&index),
+                open_files: &[],
+                diagnostics: &[],
+                max_prompt_tokens,
+                counter: &counter,
+                deadline: Instant::now() + CONTEXT_DEADLINE,
+            };
+            let ctx = context::build(&input);
+            let relative = match (&path, &root) {
+                (Some(p), Some(r)) => p.strip_prefix(r).ok().map(|p| p.display().to_string()),
+                _ => None,
+            }
+            .or_else(|| path.as_ref().map(|p| p.display().to_string()));
+            let repo = root
+                .as_ref()
+                .and_then(|r| r.file_name())
+                .map(|n| n.to_string_lossy().into_owned());
+            (ctx, relative, repo)
+        })
+        .await;
+        let Ok((ctx, relative, repo)) = built else {
+            return (Outcome::Error, Duration::ZERO, None);
+        };
+        let mut stop = stop;
+        if !multiline {
+            stop.push("\n\n".to_string());
+        }
+        let options = GenOptions {
+            max_tokens: (!multiline).then(|| model.config().max_tokens.min(SINGLE_LINE_MAX_TOKENS)),
+            temperature: None,
+            stop,
+        };
+        ctx.into_fim_request(relative, repo, options)
+    };
+    if !state.completion.is_current(ticket) {
+        return (Outcome::Cancelled, Duration::ZERO, None);
+    }
+
+    let model_started = Instant::now();
+    let mut stream = model.fim(request);
+    let mut raw = String::new();
+    loop {
+        tokio::select! {
+            piece = stream.next() => match piece {
+                None => break,
+                Some(Ok(piece)) => {
+                    raw.push_str(&piece);
+                    // Single-line: the first line is all we keep, so stop
+                    // paying for the rest.
+                    if !multiline && first_line_done(&raw) {
+                        break;
+                    }
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "completion request failed");
+                    return (Outcome::Error, model_started.elapsed(), None);
+                }
+            },
+            () = ticket.notify.notified() => {
+                return (Outcome::Cancelled, model_started.elapsed(), None);
+            }
+        }
+    }
+    drop(stream);
+    let model_time = model_started.elapsed();
+
+    // Discard a result for a document that has changed since.
+    if state.snapshot(&snapshot.uri).map(|s| s.version) != Some(snapshot.version)
+        || !state.completion.is_current(ticket)
+    {
+        return (Outcome::Cancelled, model_time, None);
+    }
+
+    let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[cursor..].find('\n').map_or(text.len(), |i| cursor + i);
+    let line_suffix = text[cursor..line_end].trim_end_matches('\r');
+    let following = text.get(line_end + 1..).unwrap_or("");
+    let following = &following[..window_end(following, 50)];
+    let preceding = &text[window_start(&text[..line_start], 50)..line_start];
+    let input = postprocess::Input {
+        raw: &raw,
+        line_prefix: &text[line_start..cursor],
+        line_suffix,
+        following,
+        preceding,
+        indent: IndentStyle::detect(&text),
+        multiline,
+        max_lines,
+    };
+    match postprocess::postprocess(&input) {
+        Ok(done) => {
+            let cached = Cached {
+                text: done.text,
+                replace_suffix_bytes: done.replace_suffix_bytes,
+            };
+            state.completion.cache.lock().insert(key, cached.clone());
+            let list = answer(state, &snapshot, base, &typed_prefix, &cached);
+            (Outcome::Shown { from_cache: false }, model_time, Some(list))
+        }
+        Err(rejected) => {
+            tracing::debug!(reason = rejected.reason(), raw = %crate::model::shorten_for_display(&raw, 200), "completion dropped");
+            (Outcome::Empty, model_time, None)
+        }
+    }
+}
+
+/// The item for `completion`. `base` is where it goes in the client's
+/// document: the cursor (empty range), or a selected menu item's range.
+/// Without a selection, the range extends over the closers the completion
+/// re-types (on the cursor line only).
+fn answer(
+    state: &State,
+    snapshot: &Snapshot,
+    base: Range,
+    typed_prefix: &str,
+    completion: &Cached,
+) -> InlineCompletionList {
+    let encoding = state.encoding();
+    let mut range = base;
+    if typed_prefix.is_empty() && completion.replace_suffix_bytes > 0 {
+        let rope = &snapshot.rope;
+        let cursor = position::offset_of(rope, base.end, encoding);
+        let line = rope.byte_to_line(cursor);
+        let line_end = rope.try_line_to_byte(line + 1).unwrap_or(rope.len_bytes());
+        let end = (cursor + completion.replace_suffix_bytes).min(line_end);
+        range.end = position::position_of(rope, end, encoding);
+    }
+    let id = format!(
+        "c{}",
+        state.completion.next_item.fetch_add(1, Ordering::Relaxed) + 1
+    );
+    state.completion.stats.lock().shown_id(id.clone());
+    InlineCompletionList {
+        items: vec![InlineCompletionItem {
+            insert_text: format!("{typed_prefix}{}", completion.text),
+            range,
+            filter_text: None,
+            command: Command {
+                title: "Accept completion".to_string(),
+                command: ACCEPT_COMMAND.to_string(),
+                arguments: Some(vec![serde_json::json!({ "id": id })]),
+            },
+        }],
+    }
+}
+
+/// True once `raw` holds a complete first line with some content.
+fn first_line_done(raw: &str) -> bool {
+    let trimmed = raw.trim_start_matches(['\n', '\r']);
+    trimmed.contains('\n') && !trimmed.trim().is_empty()
+}
+
+/// Byte offset in `text` after its first `lines` lines.
+fn window_end(text: &str, lines: usize) -> usize {
+    text.match_indices('\n')
+        .nth(lines.saturating_sub(1))
+        .map_or(text.len(), |(i, _)| i + 1)
+}
+
+/// Byte offset in `text` where its last `lines` lines start.
+fn window_start(text: &str, lines: usize) -> usize {
+    text.rmatch_indices('\n')
+        .nth(lines)
+        .map_or(0, |(i, _)| i + 1)
+}
+
+/// `fettle/stats`.
+pub fn stats(state: &State) -> Report {
+    state.completion.stats.lock().report()
+}
+
+/// `fettle.acceptCompletion`.
+pub fn accept(state: &State, arguments: &[serde_json::Value]) -> Result<Option<serde_json::Value>> {
+    let id = arguments
+        .first()
+        .and_then(|a| a.get("id"))
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| {
+            Error::invalid_params(format!("{ACCEPT_COMMAND} expects [{{\"id\": string}}]"))
+        })?;
+    if !state.completion.stats.lock().accept(id) {
+        tracing::debug!(%id, "acceptance of an unknown or already accepted completion");
+    }
+    Ok(None)
+}

@@ -1,0 +1,281 @@
+//! `textDocument/inlineCompletion` over the real binary, against the mock
+//! model server on 127.0.0.1.
+use std::time::{Duration, Instant};
+
+use fettle::mock::{MockServer, Script, ScriptedResponse};
+use serde_json::{json, Value};
+
+use crate::harness::{Lsp, Workspace};
+
+/// The mock runs on its own runtime, in the background, for the test's life.
+struct Mock {
+    server: MockServer,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Mock {
+    fn start(responses: Vec<ScriptedResponse>) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = runtime
+            .block_on(MockServer::start(Script::new(responses)))
+            .unwrap();
+        Self {
+            server,
+            _runtime: runtime,
+        }
+    }
+
+    /// Initialization options pointing completion at this server.
+    fn options(&self) -> Value {
+        json!({
+            "models": { "mock": {
+                "provider": "openai", "base_url": format!("{}/v1", self.server.url()),
+                "model": "starcoder2-3b", "fim_template": "starcoder", "timeout_ms": 3000,
+                "max_retries": 0,
+            } },
+            "completion": { "model": "mock" },
+        })
+    }
+
+    fn prompts(&self) -> Vec<String> {
+        self.server
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/v1/completions")
+            .map(|r| r.body["prompt"].as_str().unwrap_or("").to_owned())
+            .collect()
+    }
+}
+
+const LIB: &str =
+    "use crate::geometry::Point;\n\nfn area(p: &Point) -> f64 {\n    let w = \n    w\n}\n";
+
+fn workspace() -> Workspace {
+    Workspace::new(&[
+        ("src/lib.rs", LIB),
+        (
+            "src/geometry.rs",
+            "pub struct Point {\n    pub x: f64,\n    pub y: f64,\n}\n",
+        ),
+    ])
+}
+
+fn complete(lsp: &mut Lsp, uri: &str, line: u32, character: u32) -> Value {
+    lsp.request(
+        "textDocument/inlineCompletion",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": line, "character": character },
+                "context": { "triggerKind": 2 } }),
+    )
+    .unwrap()
+}
+
+#[test]
+fn completes_at_the_cursor_with_the_prompt_the_template_lays_out() {
+    let mock = Mock::start(vec![ScriptedResponse::text(
+        "p.x * p.y;\n    let h = 2.0;\n",
+    )]);
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    let init = lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    assert_eq!(init["capabilities"]["inlineCompletionProvider"], true);
+    assert!(init["capabilities"]["executeCommandProvider"]["commands"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("fettle.acceptCompletion")));
+    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+
+    let result = complete(&mut lsp, &uri, 3, 12);
+    let items = result["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{result}");
+    assert_eq!(items[0]["insertText"], "p.x * p.y;");
+    assert_eq!(
+        items[0]["range"],
+        json!({ "start": { "line": 3, "character": 12 }, "end": { "line": 3, "character": 12 } })
+    );
+    assert_eq!(items[0]["command"]["command"], "fettle.acceptCompletion");
+
+    let prompts = mock.prompts();
+    assert_eq!(prompts.len(), 1);
+    let prompt = &prompts[0];
+    let (before, after) = LIB.split_at(LIB.find("let w = ").unwrap() + "let w = ".len());
+    assert!(prompt.contains("<fim_prefix>"), "{prompt}");
+    assert!(
+        prompt.ends_with(&format!("{before}<fim_suffix>{after}<fim_middle>")),
+        "{prompt}"
+    );
+    // The type in the signature, defined in another file, comes along.
+    assert!(prompt.contains("pub struct Point"), "{prompt}");
+    assert!(prompt.contains("geometry.rs"), "{prompt}");
+
+    // Accepting is counted in the local statistics.
+    let id = items[0]["command"]["arguments"][0]["id"].clone();
+    lsp.request(
+        "workspace/executeCommand",
+        json!({ "command": "fettle.acceptCompletion", "arguments": [ { "id": id } ] }),
+    )
+    .unwrap();
+    let stats = lsp.request("fettle/stats", json!({})).unwrap();
+    assert_eq!(
+        (stats["shown"].clone(), stats["accepted"].clone()),
+        (json!(1), json!(1)),
+        "{stats}"
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn typing_through_a_suggestion_is_served_from_the_cache() {
+    let mock = Mock::start(vec![ScriptedResponse::text("p.x * p.y;\n")]);
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    let first = complete(&mut lsp, &uri, 3, 12);
+    assert_eq!(first["items"][0]["insertText"], "p.x * p.y;");
+
+    for (version, typed) in [(2, "p"), (3, ".")] {
+        let at = 12 + version - 2;
+        lsp.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": uri, "version": version },
+                    "contentChanges": [ { "range": { "start": { "line": 3, "character": at }, "end": { "line": 3, "character": at } }, "text": typed } ] }),
+        );
+    }
+    let again = complete(&mut lsp, &uri, 3, 14);
+    assert_eq!(again["items"][0]["insertText"], "x * p.y;", "{again}");
+    assert_eq!(
+        mock.prompts().len(),
+        1,
+        "typing through must not reach the model"
+    );
+    let stats = lsp.request("fettle/stats", json!({})).unwrap();
+    assert_eq!(stats["cacheHits"], 1, "{stats}");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn utf8_positions_with_non_ascii_text_before_the_cursor() {
+    let text = "fn main() {\n    let s = \"😀 名前\"; let n = \n}\n";
+    let mock = Mock::start(vec![ScriptedResponse::text("s.len();\n")]);
+    let ws = Workspace::new(&[("src/main.rs", text)]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-8"]),
+        Some(mock.options()),
+    );
+    let uri = ws.uri("src/main.rs");
+    lsp.open(&uri, "rust", text);
+    let line = text.lines().nth(1).unwrap();
+    let col = line.len() as u32; // bytes: utf-8 session
+    let result = complete(&mut lsp, &uri, 1, col);
+    assert_eq!(result["items"][0]["insertText"], "s.len();", "{result}");
+    assert_eq!(result["items"][0]["range"]["start"]["character"], col);
+    let prompt = &mock.prompts()[0];
+    assert!(
+        prompt.contains("let s = \"😀 名前\"; let n = <fim_suffix>"),
+        "{prompt}"
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn a_model_that_is_down_gives_an_empty_result_fast() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    let options = json!({
+        "models": { "down": { "provider": "openai", "base_url": format!("http://127.0.0.1:{port}/v1"), "model": "m", "max_retries": 0 } },
+        "completion": { "model": "down" },
+    });
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    let started = Instant::now();
+    let result = complete(&mut lsp, &uri, 3, 12);
+    assert!(result.is_null(), "{result}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let stats = lsp.request("fettle/stats", json!({})).unwrap();
+    assert_eq!(stats["errors"], 1, "{stats}");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn a_newer_request_supersedes_and_a_stale_result_is_discarded() {
+    let slow = ScriptedResponse {
+        delay_ms: 600,
+        repeat: true,
+        ..ScriptedResponse::text("p.x;\n")
+    };
+    let mock = Mock::start(vec![slow]);
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+
+    let params =
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 12 } });
+    let first = lsp.send_request("textDocument/inlineCompletion", params.clone());
+    std::thread::sleep(Duration::from_millis(100));
+    let second = lsp.send_request("textDocument/inlineCompletion", params);
+    let started = Instant::now();
+    let answer = lsp.response(&first);
+    assert!(answer["result"].is_null(), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_millis(400),
+        "superseded answers at once"
+    );
+
+    // The document changes while the second waits for the model.
+    std::thread::sleep(Duration::from_millis(100));
+    lsp.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 2 },
+                "contentChanges": [ { "range": { "start": { "line": 0, "character": 0 }, "end": { "line": 0, "character": 0 } }, "text": "// edited\n" } ] }),
+    );
+    let answer = lsp.response(&second);
+    assert!(answer["result"].is_null(), "stale: {answer}");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn an_unknown_document_is_a_clear_error() {
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    let err = lsp
+        .request(
+            "textDocument/inlineCompletion",
+            json!({ "textDocument": { "uri": ws.uri("src/nope.rs") }, "position": { "line": 0, "character": 0 } }),
+        )
+        .unwrap_err();
+    assert!(
+        err["message"].as_str().unwrap().contains("is not open"),
+        "{err}"
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
