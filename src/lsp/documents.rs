@@ -26,6 +26,7 @@ pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let document = Document::new_unparsed(item.uri, item.language_id, item.version, &item.text);
     tracing::debug!(%uri, language = ?document.language, version = document.version, "opened");
     state.documents.insert(uri.clone(), document);
+    state.completion.touched(&uri, None);
     schedule_analysis(state, uri);
 }
 
@@ -44,6 +45,15 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
         {
             tracing::warn!(%uri, %err, "didChange ignored");
             return;
+        }
+        // Where the last change landed (in the new text), for completion's
+        // "recently edited" context.
+        if let Some(change) = params.content_changes.last() {
+            let start = change.range.map_or(0, |r| {
+                position::offset_of(&document.rope, r.start, encoding)
+            });
+            let edit = start..start + change.text.len();
+            state.completion.touched(&uri, Some(edit));
         }
     }
     schedule_analysis(state, uri);
@@ -136,6 +146,13 @@ fn schedule_analysis(state: &Arc<State>, uri: Url) {
         if state.generation(&uri) != generation {
             return;
         }
+        state.completion.set_diagnostics(
+            &uri,
+            diagnostics
+                .iter()
+                .map(|d| (d.range.start.line as usize, d.message.clone()))
+                .collect(),
+        );
         state
             .client
             .publish_diagnostics(uri, diagnostics, Some(version))

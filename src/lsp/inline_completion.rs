@@ -7,6 +7,8 @@
 //! answer (stopping at the first line in single-line mode, or as soon as a
 //! newer request for the document supersedes this one), then postprocess.
 //! A result for a document that changed meanwhile is discarded.
+use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +23,7 @@ use tower_lsp::lsp_types::{Command, Position, Range, TextDocumentIdentifier, Url
 
 use super::state::{Snapshot, State};
 use crate::completion::cache::{Cached, CompletionCache, Key};
-use crate::completion::context::{self, ContextInput};
+use crate::completion::context::{self, ContextInput, OpenFile};
 use crate::completion::postprocess::{self, IndentStyle};
 use crate::completion::stats::{Outcome, Report, Stats};
 use crate::completion::trigger::{self, Decision};
@@ -90,7 +92,27 @@ pub struct CompletionState {
     latest: DashMap<Url, (u64, Arc<Notify>)>,
     next_request: AtomicU64,
     next_item: AtomicU64,
+    /// Per open document: where it was edited recently and when it was
+    /// last touched, for the prompt's "recently edited" snippets.
+    recent: DashMap<Url, Recent>,
+    touches: AtomicU64,
+    /// The latest syntax errors per document, as (line, message).
+    diagnostics: DashMap<Url, Vec<(usize, String)>>,
 }
+
+#[derive(Default)]
+struct Recent {
+    /// Byte ranges, most recent first (approximate: later edits shift them).
+    edits: VecDeque<std::ops::Range<usize>>,
+    touched: u64,
+}
+
+/// Recently edited ranges kept per document.
+const RECENT_EDITS: usize = 8;
+/// Other open documents offered to the prompt builder, most recent first.
+const OPEN_FILES: usize = 8;
+/// Larger open documents are not scanned for similar code.
+const OPEN_FILE_MAX_BYTES: usize = 512 << 10;
 
 impl CompletionState {
     /// Registers a new request for `uri`, superseding older ones.
@@ -116,6 +138,33 @@ impl CompletionState {
     pub fn forget(&self, uri: &Url) {
         self.cache.lock().forget(uri.as_str());
         self.latest.remove(uri);
+        self.recent.remove(uri);
+        self.diagnostics.remove(uri);
+    }
+
+    /// Notes that `uri` was opened or edited at byte range `edit`.
+    pub fn touched(&self, uri: &Url, edit: Option<std::ops::Range<usize>>) {
+        let touch = self.touches.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut recent = self.recent.entry(uri.clone()).or_default();
+        recent.touched = touch;
+        if let Some(edit) = edit {
+            // Typing extends the last range instead of adding one per key.
+            match recent.edits.front_mut() {
+                Some(last) if edit.start <= last.end + 1 && edit.end + 1 >= last.start => {
+                    last.start = last.start.min(edit.start);
+                    last.end = last.end.max(edit.end);
+                }
+                _ => {
+                    recent.edits.push_front(edit);
+                    recent.edits.truncate(RECENT_EDITS);
+                }
+            }
+        }
+    }
+
+    /// Records the latest syntax errors of `uri`.
+    pub fn set_diagnostics(&self, uri: &Url, errors: Vec<(usize, String)>) {
+        self.diagnostics.insert(uri.clone(), errors);
     }
 }
 
@@ -236,6 +285,13 @@ async fn complete(
         }
     };
     let request = {
+        let others = open_files(state, &snapshot.uri);
+        let diagnostics = state
+            .completion
+            .diagnostics
+            .get(&snapshot.uri)
+            .map(|d| d.clone())
+            .unwrap_or_default();
         let index = state.index();
         let roots = state.roots.read().clone();
         let path = snapshot.uri.to_file_path().ok();
@@ -248,6 +304,16 @@ async fn complete(
                 .as_ref()
                 .and_then(|p| roots.iter().find(|r| p.starts_with(r)).cloned());
             let counter = move |s: &str| counter_model.count_tokens(s);
+            let open: Vec<OpenFile<'_>> = others
+                .iter()
+                .map(|o| OpenFile {
+                    path: &o.path,
+                    language: o.language,
+                    text: &o.text,
+                    recent_edits: &o.edits,
+                    recency: o.recency,
+                })
+                .collect();
             let input = ContextInput {
                 text: &text,
                 cursor,
@@ -255,8 +321,8 @@ async fn complete(
                 root: root.as_deref(),
                 language,
                 index: Some(&index),
-                open_files: &[],
-                diagnostics: &[],
+                open_files: &open,
+                diagnostics: &diagnostics,
                 max_prompt_tokens,
                 counter: &counter,
                 deadline: Instant::now() + CONTEXT_DEADLINE,
@@ -398,6 +464,50 @@ fn answer(
             },
         }],
     }
+}
+
+/// Another open document, copied out for the prompt builder.
+struct Other {
+    path: PathBuf,
+    language: Option<crate::syntax::Language>,
+    text: String,
+    edits: Vec<std::ops::Range<usize>>,
+    recency: usize,
+}
+
+/// The most recently touched other open documents (file URIs only).
+fn open_files(state: &State, current: &Url) -> Vec<Other> {
+    let mut touched: Vec<(u64, Url, Vec<std::ops::Range<usize>>)> = state
+        .completion
+        .recent
+        .iter()
+        .filter(|e| e.key() != current)
+        .map(|e| {
+            (
+                e.touched,
+                e.key().clone(),
+                e.edits.iter().cloned().collect(),
+            )
+        })
+        .collect();
+    touched.sort_by_key(|t| std::cmp::Reverse(t.0));
+    touched
+        .into_iter()
+        .filter_map(|(_, uri, edits)| {
+            let path = uri.to_file_path().ok()?;
+            let snapshot = state.snapshot(&uri)?;
+            (snapshot.rope.len_bytes() <= OPEN_FILE_MAX_BYTES).then_some((path, snapshot, edits))
+        })
+        .take(OPEN_FILES)
+        .enumerate()
+        .map(|(recency, (path, snapshot, edits))| Other {
+            path,
+            language: snapshot.language,
+            text: snapshot.rope.to_string(),
+            edits,
+            recency,
+        })
+        .collect()
 }
 
 /// True once `raw` holds a complete first line with some content.

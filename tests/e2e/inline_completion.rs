@@ -279,3 +279,68 @@ fn an_unknown_document_is_a_clear_error() {
     );
     assert!(lsp.shutdown_and_exit().success());
 }
+
+#[test]
+fn recently_edited_code_in_another_open_file_reaches_the_prompt() {
+    let mock = Mock::start(vec![ScriptedResponse::text("p.x * p.y;\n")]);
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    let geometry = ws.uri("src/geometry.rs");
+    let text = std::fs::read_to_string(ws.path("src/geometry.rs")).unwrap();
+    lsp.open(&geometry, "rust", &text);
+    lsp.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": geometry, "version": 2 },
+                "contentChanges": [ { "range": { "start": { "line": 4, "character": 0 }, "end": { "line": 4, "character": 0 } },
+                                      "text": "\npub fn shoelace_area(points: &[Point]) -> f64 {\n    0.0\n}\n" } ] }),
+    );
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    let result = complete(&mut lsp, &uri, 3, 12);
+    assert_eq!(result["items"][0]["insertText"], "p.x * p.y;", "{result}");
+    let prompt = &mock.prompts()[0];
+    assert!(prompt.contains("shoelace_area"), "{prompt}");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+/// The real embedded model, end to end (skipped when it is not installed,
+/// unless FETTLE_REQUIRE_MODEL=1, as in CI).
+#[test]
+fn completes_with_the_real_embedded_model() {
+    let model = fettle::config::expand_home(fettle::config::DEFAULT_LOCAL_MODEL_PATH);
+    if !model.is_file() {
+        assert!(
+            std::env::var_os("FETTLE_REQUIRE_MODEL").is_none_or(|v| v != "1"),
+            "{} is missing; run `fettle model fetch`",
+            model.display()
+        );
+        eprintln!("skipping: {} is missing", model.display());
+        return;
+    }
+    let text = "numbers = [1, 2, 3, 4, 5]\nsquares = [n * n for n in numbers]\ncubes = \n";
+    let ws = Workspace::new(&[("calc.py", text)]);
+    let mut lsp = Lsp::spawn();
+    // Greedy decoding, so the test sees the same answer every run.
+    let options = json!({ "models": { "local": { "temperature": 0 } } });
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let uri = ws.uri("calc.py");
+    lsp.open(&uri, "python", text);
+    let result = lsp
+        .request(
+            "textDocument/inlineCompletion",
+            json!({ "textDocument": { "uri": uri }, "position": { "line": 2, "character": 8 },
+                    "context": { "triggerKind": 1 } }),
+        )
+        .unwrap();
+    let insert = result["items"][0]["insertText"].as_str().unwrap_or("");
+    assert!(!insert.trim().is_empty(), "{result}\n{}", lsp.stderr().lines().filter(|l| l.contains("completion")).collect::<Vec<_>>().join("\n"));
+    assert!(!insert.contains('\n'), "single-line here: {insert:?}");
+    let stats = lsp.request("fettle/stats", json!({})).unwrap();
+    assert_eq!(stats["shown"], 1, "{stats}");
+    assert!(lsp.shutdown_and_exit().success());
+}
