@@ -338,7 +338,15 @@ fn completes_with_the_real_embedded_model() {
         )
         .unwrap();
     let insert = result["items"][0]["insertText"].as_str().unwrap_or("");
-    assert!(!insert.trim().is_empty(), "{result}\n{}", lsp.stderr().lines().filter(|l| l.contains("completion")).collect::<Vec<_>>().join("\n"));
+    assert!(
+        !insert.trim().is_empty(),
+        "{result}\n{}",
+        lsp.stderr()
+            .lines()
+            .filter(|l| l.contains("completion"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     assert!(!insert.contains('\n'), "single-line here: {insert:?}");
     let stats = lsp.request("fettle/stats", json!({})).unwrap();
     assert_eq!(stats["shown"], 1, "{stats}");
