@@ -98,6 +98,18 @@ pub struct CompletionState {
     touches: AtomicU64,
     /// The latest syntax errors per document, as (line, message).
     diagnostics: DashMap<Url, Vec<(usize, String)>>,
+    /// The prompt layout last chosen per document, kept while typing on
+    /// the same line.
+    windows: DashMap<Url, Window>,
+}
+
+#[derive(Clone)]
+struct Window {
+    /// The cursor's line.
+    line: usize,
+    /// Byte offset where the prefix window started.
+    prefix_start: usize,
+    snippets: Vec<crate::model::Snippet>,
 }
 
 #[derive(Default)]
@@ -140,6 +152,7 @@ impl CompletionState {
         self.latest.remove(uri);
         self.recent.remove(uri);
         self.diagnostics.remove(uri);
+        self.windows.remove(uri);
     }
 
     /// Notes that `uri` was opened or edited at byte range `edit`.
@@ -284,6 +297,10 @@ async fn complete(
             return (Outcome::Error, Duration::ZERO, None);
         }
     };
+    let cursor_line = text.as_bytes()[..cursor]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count();
     let request = {
         let others = open_files(state, &snapshot.uri);
         let diagnostics = state
@@ -296,7 +313,7 @@ async fn complete(
         let roots = state.roots.read().clone();
         let path = snapshot.uri.to_file_path().ok();
         let language = snapshot.language;
-        let text = text.clone();
+        let context_text = text.clone();
         let max_prompt_tokens = config.completion.max_prompt_tokens as usize;
         let counter_model = model.clone();
         let built = tokio::task::spawn_blocking(move || {
@@ -315,7 +332,7 @@ async fn complete(
                 })
                 .collect();
             let input = ContextInput {
-                text: &text,
+                text: &context_text,
                 cursor,
                 path: path.as_deref(),
                 root: root.as_deref(),
@@ -340,9 +357,46 @@ async fn complete(
             (ctx, relative, repo)
         })
         .await;
-        let Ok((ctx, relative, repo)) = built else {
+        let Ok((mut ctx, relative, repo)) = built else {
             return (Outcome::Error, Duration::ZERO, None);
         };
+        // While the user types along one line, keep offering the snippets
+        // chosen for that line: they come first in the prompt, so changing
+        // them (a half-typed word picks other definitions) would throw away
+        // the whole KV cache of a local model, or a server's prompt cache.
+        // The same goes for where the prefix window starts: a window that
+        // slides by a line every few keystrokes changes the prompt's start.
+        // So on one line, the window keeps its start while it grows by no
+        // more than an eighth over the budgeted size.
+        // (The guard is released before the map is written: same shard.)
+        let kept = state
+            .completion
+            .windows
+            .get(&snapshot.uri)
+            .filter(|kept| kept.line == cursor_line)
+            .map(|kept| kept.clone());
+        let prefix_start = cursor - ctx.prefix.len();
+        match kept {
+            Some(kept)
+                if kept.prefix_start <= prefix_start
+                    && (kept.prefix_start == 0
+                        || text.as_bytes().get(kept.prefix_start - 1) == Some(&b'\n'))
+                    && cursor - kept.prefix_start <= ctx.prefix.len() + ctx.prefix.len() / 8 =>
+            {
+                ctx.prefix = text[kept.prefix_start..cursor].to_string();
+                ctx.snippets = kept.snippets;
+            }
+            _ => {
+                state.completion.windows.insert(
+                    snapshot.uri.clone(),
+                    Window {
+                        line: cursor_line,
+                        prefix_start,
+                        snippets: ctx.snippets.clone(),
+                    },
+                );
+            }
+        }
         let mut stop = stop;
         if !multiline {
             stop.push("\n\n".to_string());
