@@ -280,9 +280,20 @@ async fn complete(
     };
 
     let key = Key::new(snapshot.uri.as_str(), &text, cursor);
-    let hit = state.completion.cache.lock().get(&key);
+    // An explicit request wants alternatives, not the cached suggestion.
+    let hit = if invoked {
+        None
+    } else {
+        state.completion.cache.lock().get(&key)
+    };
     if let Some(hit) = hit {
-        let list = answer(state, &snapshot, base, &typed_prefix, &hit);
+        let list = answer(
+            state,
+            &snapshot,
+            base,
+            &typed_prefix,
+            std::slice::from_ref(&hit),
+        );
         return (
             Outcome::Shown { from_cache: true },
             Duration::ZERO,
@@ -412,33 +423,34 @@ async fn complete(
         return (Outcome::Cancelled, Duration::ZERO, None);
     }
 
-    let model_started = Instant::now();
-    let mut stream = model.fim(request);
-    let mut raw = String::new();
-    loop {
-        tokio::select! {
-            piece = stream.next() => match piece {
-                None => break,
-                Some(Ok(piece)) => {
-                    raw.push_str(&piece);
-                    // Single-line: the first line is all we keep, so stop
-                    // paying for the rest.
-                    if !multiline && first_line_done(&raw) {
-                        break;
-                    }
-                }
-                Some(Err(err)) => {
-                    tracing::warn!(error = %err, "completion request failed");
-                    return (Outcome::Error, model_started.elapsed(), None);
-                }
-            },
-            () = ticket.notify.notified() => {
-                return (Outcome::Cancelled, model_started.elapsed(), None);
-            }
+    // Invoked: up to three distinct suggestions, the extra ones sampled
+    // warmer. Automatic: one.
+    let mut requests = vec![request.clone()];
+    if invoked {
+        for _ in 0..2 {
+            let mut warmer = request.clone();
+            let configured = model.config().temperature;
+            warmer.options.temperature = Some(configured.max(0.8));
+            requests.push(warmer);
         }
     }
-    drop(stream);
+    let model_started = Instant::now();
+    let samples = futures::future::join_all(
+        requests
+            .into_iter()
+            .map(|r| sample(&model, r, multiline, ticket)),
+    )
+    .await;
     let model_time = model_started.elapsed();
+    let mut raws = Vec::new();
+    for sample in samples {
+        match sample {
+            Ok(raw) => raws.push(raw),
+            Err(Outcome::Cancelled) => return (Outcome::Cancelled, model_time, None),
+            Err(other) if raws.is_empty() => return (other, model_time, None),
+            Err(_) => {}
+        }
+    }
 
     // Discard a result for a document that has changed since.
     if state.snapshot(&snapshot.uri).map(|s| s.version) != Some(snapshot.version)
@@ -453,29 +465,67 @@ async fn complete(
     let following = text.get(line_end + 1..).unwrap_or("");
     let following = &following[..window_end(following, 50)];
     let preceding = &text[window_start(&text[..line_start], 50)..line_start];
-    let input = postprocess::Input {
-        raw: &raw,
-        line_prefix: &text[line_start..cursor],
-        line_suffix,
-        following,
-        preceding,
-        indent: IndentStyle::detect(&text),
-        multiline,
-        max_lines,
-    };
-    match postprocess::postprocess(&input) {
-        Ok(done) => {
-            let cached = Cached {
-                text: done.text,
-                replace_suffix_bytes: done.replace_suffix_bytes,
-            };
-            state.completion.cache.lock().insert(key, cached.clone());
-            let list = answer(state, &snapshot, base, &typed_prefix, &cached);
-            (Outcome::Shown { from_cache: false }, model_time, Some(list))
+    let mut completions: Vec<Cached> = Vec::new();
+    for raw in &raws {
+        let input = postprocess::Input {
+            raw,
+            line_prefix: &text[line_start..cursor],
+            line_suffix,
+            following,
+            preceding,
+            indent: IndentStyle::detect(&text),
+            multiline,
+            max_lines,
+        };
+        match postprocess::postprocess(&input) {
+            Ok(done) if !completions.iter().any(|c| c.text == done.text) => {
+                completions.push(Cached {
+                    text: done.text,
+                    replace_suffix_bytes: done.replace_suffix_bytes,
+                });
+            }
+            Ok(_) => {}
+            Err(rejected) => {
+                tracing::debug!(reason = rejected.reason(), raw = %crate::model::shorten_for_display(raw, 200), "completion dropped");
+            }
         }
-        Err(rejected) => {
-            tracing::debug!(reason = rejected.reason(), raw = %crate::model::shorten_for_display(&raw, 200), "completion dropped");
-            (Outcome::Empty, model_time, None)
+    }
+    let Some(first) = completions.first() else {
+        return (Outcome::Empty, model_time, None);
+    };
+    state.completion.cache.lock().insert(key, first.clone());
+    let list = answer(state, &snapshot, base, &typed_prefix, &completions);
+    (Outcome::Shown { from_cache: false }, model_time, Some(list))
+}
+
+/// Streams one FIM request to its end (or, in single-line mode, to the end
+/// of its first line), unless a newer request supersedes this one.
+async fn sample(
+    model: &crate::model::Model,
+    request: crate::model::FimRequest,
+    multiline: bool,
+    ticket: &Ticket,
+) -> std::result::Result<String, Outcome> {
+    let mut stream = model.fim(request);
+    let mut raw = String::new();
+    loop {
+        tokio::select! {
+            piece = stream.next() => match piece {
+                None => return Ok(raw),
+                Some(Ok(piece)) => {
+                    raw.push_str(&piece);
+                    // Single-line: the first line is all we keep, so stop
+                    // paying for the rest (dropping the stream cancels it).
+                    if !multiline && first_line_done(&raw) {
+                        return Ok(raw);
+                    }
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "completion request failed");
+                    return Err(Outcome::Error);
+                }
+            },
+            () = ticket.notify.notified() => return Err(Outcome::Cancelled),
         }
     }
 }
@@ -489,8 +539,22 @@ fn answer(
     snapshot: &Snapshot,
     base: Range,
     typed_prefix: &str,
-    completion: &Cached,
+    completions: &[Cached],
 ) -> InlineCompletionList {
+    let items = completions
+        .iter()
+        .map(|c| item(state, snapshot, base, typed_prefix, c))
+        .collect();
+    InlineCompletionList { items }
+}
+
+fn item(
+    state: &State,
+    snapshot: &Snapshot,
+    base: Range,
+    typed_prefix: &str,
+    completion: &Cached,
+) -> InlineCompletionItem {
     let encoding = state.encoding();
     let mut range = base;
     if typed_prefix.is_empty() && completion.replace_suffix_bytes > 0 {
@@ -506,17 +570,15 @@ fn answer(
         state.completion.next_item.fetch_add(1, Ordering::Relaxed) + 1
     );
     state.completion.stats.lock().shown_id(id.clone());
-    InlineCompletionList {
-        items: vec![InlineCompletionItem {
-            insert_text: format!("{typed_prefix}{}", completion.text),
-            range,
-            filter_text: None,
-            command: Command {
-                title: "Accept completion".to_string(),
-                command: ACCEPT_COMMAND.to_string(),
-                arguments: Some(vec![serde_json::json!({ "id": id })]),
-            },
-        }],
+    InlineCompletionItem {
+        insert_text: format!("{typed_prefix}{}", completion.text),
+        range,
+        filter_text: None,
+        command: Command {
+            title: "Accept completion".to_string(),
+            command: ACCEPT_COMMAND.to_string(),
+            arguments: Some(vec![serde_json::json!({ "id": id })]),
+        },
     }
 }
 

@@ -352,3 +352,53 @@ fn completes_with_the_real_embedded_model() {
     assert_eq!(stats["shown"], 1, "{stats}");
     assert!(lsp.shutdown_and_exit().success());
 }
+
+#[test]
+fn an_invoked_request_offers_distinct_alternatives() {
+    let mock = Mock::start(vec![
+        ScriptedResponse::text("p.x * p.y;\n"),
+        ScriptedResponse::text("p.y * p.x;\n"),
+        ScriptedResponse::text("p.x * p.y;\n"),
+    ]);
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    let result = lsp
+        .request(
+            "textDocument/inlineCompletion",
+            json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 12 },
+                    "context": { "triggerKind": 1 } }),
+        )
+        .unwrap();
+    let mut texts: Vec<&str> = result["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["insertText"].as_str().unwrap())
+        .collect();
+    texts.sort();
+    assert_eq!(
+        texts,
+        ["p.x * p.y;", "p.y * p.x;"],
+        "duplicates are dropped: {result}"
+    );
+    let temperatures: Vec<f64> = mock
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.body["temperature"].as_f64().unwrap())
+        .collect();
+    assert_eq!(temperatures.len(), 3);
+    assert_eq!(
+        temperatures.iter().filter(|t| **t >= 0.8).count(),
+        2,
+        "{temperatures:?}"
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
