@@ -7,25 +7,26 @@
 //! answer (stopping at the first line in single-line mode, or as soon as a
 //! newer request for the document supersedes this one), then postprocess.
 //! A result for a document that changed meanwhile is discarded.
-use std::collections::VecDeque;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dashmap::DashMap;
 use futures::StreamExt;
-use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
 use tower_lsp::jsonrpc::{Error, Result};
-use tower_lsp::lsp_types::{Command, Position, Range, TextDocumentIdentifier, Url};
+use tower_lsp::lsp_types::{Command, Range};
+
+mod protocol;
+mod shared;
+
+pub use protocol::{InlineCompletionItem, InlineCompletionList, InlineCompletionParams};
+pub use shared::CompletionState;
+use shared::{open_files, Ticket, Window};
 
 use super::state::{Snapshot, State};
-use crate::completion::cache::{Cached, CompletionCache, Key};
+use crate::completion::cache::{Cached, Key};
 use crate::completion::context::{self, ContextInput, OpenFile};
 use crate::completion::postprocess::{self, IndentStyle};
-use crate::completion::stats::{Outcome, Report, Stats};
+use crate::completion::stats::{Outcome, Report};
 use crate::completion::trigger::{self, Decision};
 use crate::model::GenOptions;
 use crate::position;
@@ -37,155 +38,6 @@ const CONTEXT_DEADLINE: Duration = Duration::from_millis(20);
 /// Most tokens a single-line completion may take (the stream is cut at the
 /// first line anyway).
 const SINGLE_LINE_MAX_TOKENS: u32 = 64;
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InlineCompletionParams {
-    pub text_document: TextDocumentIdentifier,
-    pub position: Position,
-    #[serde(default)]
-    pub context: Option<InlineCompletionContext>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InlineCompletionContext {
-    /// 1 = Invoked, 2 = Automatic.
-    #[serde(default = "automatic")]
-    pub trigger_kind: u8,
-    #[serde(default)]
-    pub selected_completion_info: Option<SelectedCompletionInfo>,
-}
-
-fn automatic() -> u8 {
-    2
-}
-
-#[derive(Debug, Deserialize)]
-pub struct SelectedCompletionInfo {
-    pub range: Range,
-    pub text: String,
-}
-
-#[derive(Debug, Serialize)]
-pub struct InlineCompletionList {
-    pub items: Vec<InlineCompletionItem>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InlineCompletionItem {
-    pub insert_text: String,
-    pub range: Range,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub filter_text: Option<String>,
-    pub command: Command,
-}
-
-/// What completion requests share.
-#[derive(Default)]
-pub struct CompletionState {
-    cache: Mutex<CompletionCache>,
-    stats: Mutex<Stats>,
-    /// Per document: the newest request's number, and a signal that wakes
-    /// older ones so they answer at once.
-    latest: DashMap<Url, (u64, Arc<Notify>)>,
-    next_request: AtomicU64,
-    next_item: AtomicU64,
-    /// Per open document: where it was edited recently and when it was
-    /// last touched, for the prompt's "recently edited" snippets.
-    recent: DashMap<Url, Recent>,
-    touches: AtomicU64,
-    /// The latest syntax errors per document, as (line, message).
-    diagnostics: DashMap<Url, Vec<(usize, String)>>,
-    /// The prompt layout last chosen per document, kept while typing on
-    /// the same line.
-    windows: DashMap<Url, Window>,
-}
-
-#[derive(Clone)]
-struct Window {
-    /// The cursor's line.
-    line: usize,
-    /// Byte offset where the prefix window started.
-    prefix_start: usize,
-    snippets: Vec<crate::model::Snippet>,
-}
-
-#[derive(Default)]
-struct Recent {
-    /// Byte ranges, most recent first (approximate: later edits shift them).
-    edits: VecDeque<std::ops::Range<usize>>,
-    touched: u64,
-}
-
-/// Recently edited ranges kept per document.
-const RECENT_EDITS: usize = 8;
-/// Other open documents offered to the prompt builder, most recent first.
-const OPEN_FILES: usize = 8;
-/// Larger open documents are not scanned for similar code.
-const OPEN_FILE_MAX_BYTES: usize = 512 << 10;
-
-impl CompletionState {
-    /// Registers a new request for `uri`, superseding older ones.
-    fn begin(&self, uri: &Url) -> Ticket {
-        let number = self.next_request.fetch_add(1, Ordering::Relaxed) + 1;
-        let notify = Arc::new(Notify::new());
-        if let Some(old) = self.latest.insert(uri.clone(), (number, notify.clone())) {
-            old.1.notify_waiters();
-        }
-        Ticket {
-            uri: uri.clone(),
-            number,
-            notify,
-        }
-    }
-
-    fn is_current(&self, ticket: &Ticket) -> bool {
-        self.latest
-            .get(&ticket.uri)
-            .is_some_and(|entry| entry.0 == ticket.number)
-    }
-
-    pub fn forget(&self, uri: &Url) {
-        self.cache.lock().forget(uri.as_str());
-        self.latest.remove(uri);
-        self.recent.remove(uri);
-        self.diagnostics.remove(uri);
-        self.windows.remove(uri);
-    }
-
-    /// Notes that `uri` was opened or edited at byte range `edit`.
-    pub fn touched(&self, uri: &Url, edit: Option<std::ops::Range<usize>>) {
-        let touch = self.touches.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut recent = self.recent.entry(uri.clone()).or_default();
-        recent.touched = touch;
-        if let Some(edit) = edit {
-            // Typing extends the last range instead of adding one per key.
-            match recent.edits.front_mut() {
-                Some(last) if edit.start <= last.end + 1 && edit.end + 1 >= last.start => {
-                    last.start = last.start.min(edit.start);
-                    last.end = last.end.max(edit.end);
-                }
-                _ => {
-                    recent.edits.push_front(edit);
-                    recent.edits.truncate(RECENT_EDITS);
-                }
-            }
-        }
-    }
-
-    /// Records the latest syntax errors of `uri`.
-    pub fn set_diagnostics(&self, uri: &Url, errors: Vec<(usize, String)>) {
-        self.diagnostics.insert(uri.clone(), errors);
-    }
-}
-
-struct Ticket {
-    uri: Url,
-    number: u64,
-    notify: Arc<Notify>,
-}
 
 pub async fn inline_completion(
     state: &Arc<State>,
@@ -583,49 +435,6 @@ fn item(
 }
 
 /// Another open document, copied out for the prompt builder.
-struct Other {
-    path: PathBuf,
-    language: Option<crate::syntax::Language>,
-    text: String,
-    edits: Vec<std::ops::Range<usize>>,
-    recency: usize,
-}
-
-/// The most recently touched other open documents (file URIs only).
-fn open_files(state: &State, current: &Url) -> Vec<Other> {
-    let mut touched: Vec<(u64, Url, Vec<std::ops::Range<usize>>)> = state
-        .completion
-        .recent
-        .iter()
-        .filter(|e| e.key() != current)
-        .map(|e| {
-            (
-                e.touched,
-                e.key().clone(),
-                e.edits.iter().cloned().collect(),
-            )
-        })
-        .collect();
-    touched.sort_by_key(|t| std::cmp::Reverse(t.0));
-    touched
-        .into_iter()
-        .filter_map(|(_, uri, edits)| {
-            let path = uri.to_file_path().ok()?;
-            let snapshot = state.snapshot(&uri)?;
-            (snapshot.rope.len_bytes() <= OPEN_FILE_MAX_BYTES).then_some((path, snapshot, edits))
-        })
-        .take(OPEN_FILES)
-        .enumerate()
-        .map(|(recency, (path, snapshot, edits))| Other {
-            path,
-            language: snapshot.language,
-            text: snapshot.rope.to_string(),
-            edits,
-            recency,
-        })
-        .collect()
-}
-
 /// True once `raw` holds a complete first line with some content.
 fn first_line_done(raw: &str) -> bool {
     let trimmed = raw.trim_start_matches(['\n', '\r']);
