@@ -239,6 +239,9 @@ pub struct CompletionConfig {
     pub debounce_ms: u64,
     pub max_prompt_tokens: u32,
     pub multiline: Multiline,
+    /// Also offer the suggestion as a `textDocument/completion` item, for
+    /// clients without inline completion. Read at `initialize`.
+    pub as_completion_item: bool,
 }
 impl Default for CompletionConfig {
     fn default() -> Self {
@@ -248,6 +251,7 @@ impl Default for CompletionConfig {
             debounce_ms: 0,
             max_prompt_tokens: 1024,
             multiline: Multiline::Auto,
+            as_completion_item: false,
         }
     }
 }

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use serde_json::json;
 use tower_lsp::jsonrpc::Result;
 use tower_lsp::lsp_types::{
-    DocumentSymbolOptions, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
-    InitializeResult, InitializedParams, OneOf, Registration, SaveOptions, ServerCapabilities,
-    ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
-    TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
-    WorkspaceSymbolOptions,
+    CompletionOptions, DocumentSymbolOptions, ExecuteCommandOptions, ExecuteCommandParams,
+    InitializeParams, InitializeResult, InitializedParams, OneOf, Registration, SaveOptions,
+    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
+    TextDocumentSyncOptions, TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities,
+    WorkspaceServerCapabilities, WorkspaceSymbolOptions,
 };
 
 use super::settings;
@@ -38,7 +38,7 @@ pub async fn initialize(state: &Arc<State>, params: InitializeParams) -> Result<
     settings::apply(state).await;
 
     Ok(InitializeResult {
-        capabilities: capabilities(encoding),
+        capabilities: capabilities(encoding, state.config().completion.as_completion_item),
         server_info: Some(server_info()),
     })
 }
@@ -65,7 +65,9 @@ pub fn server_info() -> ServerInfo {
     }
 }
 
-pub fn capabilities(encoding: PositionEncoding) -> ServerCapabilities {
+/// `as_completion_item`: also advertise `textDocument/completion` (the
+/// inline suggestion as a menu item, for clients without inline completion).
+pub fn capabilities(encoding: PositionEncoding, as_completion_item: bool) -> ServerCapabilities {
     ServerCapabilities {
         position_encoding: Some(encoding.to_lsp()),
         text_document_sync: Some(TextDocumentSyncCapability::Options(
@@ -94,6 +96,7 @@ pub fn capabilities(encoding: PositionEncoding) -> ServerCapabilities {
             }),
             file_operations: None,
         }),
+        completion_provider: as_completion_item.then(CompletionOptions::default),
         execute_command_provider: Some(ExecuteCommandOptions {
             commands: vec![super::inline_completion::ACCEPT_COMMAND.to_owned()],
             work_done_progress_options: Default::default(),

@@ -80,6 +80,10 @@ impl LanguageServer for Server {
         symbols::workspace_symbol(&self.state, params).await
     }
 
+    async fn completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
+        inline_completion::as_completion_items(&self.state, params).await
+    }
+
     async fn execute_command(
         &self,
         params: ExecuteCommandParams,

@@ -402,3 +402,43 @@ fn an_invoked_request_offers_distinct_alternatives() {
     );
     assert!(lsp.shutdown_and_exit().success());
 }
+
+#[test]
+fn clients_without_inline_completion_can_get_a_menu_item() {
+    let mock = Mock::start(vec![ScriptedResponse::text("p.x * p.y;\n")]);
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    let mut options = mock.options();
+    options["completion"]["as_completion_item"] = json!(true);
+    let init = lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    assert!(
+        init["capabilities"]["completionProvider"].is_object(),
+        "{init}"
+    );
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    let result = lsp
+        .request(
+            "textDocument/completion",
+            json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 12 } }),
+        )
+        .unwrap();
+    let item = &result[0];
+    assert_eq!(item["label"], "p.x * p.y;", "{result}");
+    assert_eq!(item["textEdit"]["newText"], "p.x * p.y;");
+    assert_eq!(item["insertTextFormat"], 1);
+    assert_eq!(item["command"]["command"], "fettle.acceptCompletion");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn the_menu_item_fallback_is_off_by_default() {
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    let init = lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    assert!(
+        init["capabilities"]["completionProvider"].is_null(),
+        "{init}"
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}

@@ -455,6 +455,53 @@ fn window_start(text: &str, lines: usize) -> usize {
         .map_or(0, |(i, _)| i + 1)
 }
 
+/// `textDocument/completion` for clients without inline completion
+/// (`completion.as_completion_item`): the same suggestion as a menu item
+/// whose edit inserts it at the cursor.
+pub async fn as_completion_items(
+    state: &Arc<State>,
+    params: tower_lsp::lsp_types::CompletionParams,
+) -> Result<Option<tower_lsp::lsp_types::CompletionResponse>> {
+    use tower_lsp::lsp_types::{
+        CompletionItem, CompletionItemKind, CompletionResponse, CompletionTextEdit,
+        InsertTextFormat, TextEdit,
+    };
+    if !state.config().completion.as_completion_item {
+        return Ok(None);
+    }
+    let position = params.text_document_position;
+    let inline = InlineCompletionParams {
+        text_document: position.text_document,
+        position: position.position,
+        context: None,
+    };
+    let Some(list) = inline_completion(state, inline).await? else {
+        return Ok(None);
+    };
+    let items = list
+        .items
+        .into_iter()
+        .map(|item| {
+            let first_line = item.insert_text.lines().next().unwrap_or("").trim();
+            CompletionItem {
+                label: crate::model::shorten_for_display(first_line, 60),
+                kind: Some(CompletionItemKind::TEXT),
+                detail: Some("fettle".to_string()),
+                sort_text: Some("0".to_string()),
+                // Plain text: a `$` in code is not a snippet placeholder.
+                insert_text_format: Some(InsertTextFormat::PLAIN_TEXT),
+                text_edit: Some(CompletionTextEdit::Edit(TextEdit {
+                    range: item.range,
+                    new_text: item.insert_text,
+                })),
+                command: Some(item.command),
+                ..CompletionItem::default()
+            }
+        })
+        .collect();
+    Ok(Some(CompletionResponse::Array(items)))
+}
+
 /// `fettle/stats`.
 pub fn stats(state: &State) -> Report {
     state.completion.stats.lock().report()
