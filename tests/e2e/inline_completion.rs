@@ -442,3 +442,77 @@ fn the_menu_item_fallback_is_off_by_default() {
     );
     assert!(lsp.shutdown_and_exit().success());
 }
+
+#[test]
+fn cancel_request_and_a_hanging_model_are_answered_promptly() {
+    use fettle::mock::Fault;
+    let hang = ScriptedResponse {
+        fault: Some(Fault::Hang),
+        repeat: true,
+        ..Default::default()
+    };
+    let mock = Mock::start(vec![hang]);
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    let mut options = mock.options();
+    options["models"]["mock"]["timeout_ms"] = json!(400);
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    let params =
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 12 } });
+
+    // $/cancelRequest: RequestCancelled, at once.
+    let id = lsp.send_request("textDocument/inlineCompletion", params.clone());
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    lsp.notify("$/cancelRequest", json!({ "id": id }));
+    let answer = lsp.response(&id);
+    assert_eq!(answer["error"]["code"], -32800, "{answer}");
+    assert!(started.elapsed() < Duration::from_millis(300));
+
+    // A model that never answers: an empty result within its timeout.
+    let started = Instant::now();
+    let result = complete(&mut lsp, &uri, 3, 12);
+    assert!(result.is_null(), "{result}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn a_selected_menu_item_is_extended_over_its_range() {
+    let mock = Mock::start(vec![ScriptedResponse::text("(p.x);\n")]);
+    let text = "fn area(p: &Point) -> f64 {\n    let w = f64::ab\n    w\n}\n";
+    let ws = Workspace::new(&[("src/lib.rs", text)]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", text);
+    // The client's menu has `abs` selected for the typed `ab` (columns 17..19).
+    let selected =
+        json!({ "start": { "line": 1, "character": 17 }, "end": { "line": 1, "character": 19 } });
+    let result = lsp
+        .request(
+            "textDocument/inlineCompletion",
+            json!({ "textDocument": { "uri": uri }, "position": { "line": 1, "character": 19 },
+                    "context": { "triggerKind": 2, "selectedCompletionInfo": { "range": selected, "text": "abs" } } }),
+        )
+        .unwrap();
+    assert_eq!(result["items"][0]["insertText"], "abs(p.x);", "{result}");
+    assert_eq!(result["items"][0]["range"], selected);
+    // The model saw the selection as typed.
+    assert!(
+        mock.prompts()[0].contains("let w = f64::abs<fim_suffix>"),
+        "{}",
+        mock.prompts()[0]
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
