@@ -38,6 +38,16 @@ impl Key {
     }
 }
 
+impl Key {
+    /// Whether `self` is `earlier` plus characters typed at the cursor.
+    pub fn extends(&self, earlier: &Key) -> bool {
+        self.document == earlier.document
+            && self.head == earlier.head
+            && self.tail == earlier.tail
+            && self.line_prefix.starts_with(earlier.line_prefix.as_str())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cached {
     pub text: String,

@@ -516,3 +516,48 @@ fn a_selected_menu_item_is_extended_over_its_range() {
     );
     assert!(lsp.shutdown_and_exit().success());
 }
+
+#[test]
+fn a_keystroke_reuses_the_model_request_already_in_flight() {
+    let slow = ScriptedResponse {
+        delay_ms: 500,
+        ..ScriptedResponse::text("p.x * p.y;\n")
+    };
+    let mock = Mock::start(vec![slow]);
+    let ws = workspace();
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    let first = lsp.send_request(
+        "textDocument/inlineCompletion",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 12 } }),
+    );
+    std::thread::sleep(Duration::from_millis(150));
+    // The user types the suggestion's first character while the model works.
+    lsp.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 2 },
+                "contentChanges": [ { "range": { "start": { "line": 3, "character": 12 }, "end": { "line": 3, "character": 12 } }, "text": "p" } ] }),
+    );
+    let second = lsp.send_request(
+        "textDocument/inlineCompletion",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 13 } }),
+    );
+    assert!(lsp.response(&first)["result"].is_null(), "superseded");
+    let answer = lsp.response(&second);
+    assert_eq!(
+        answer["result"]["items"][0]["insertText"], ".x * p.y;",
+        "{answer}"
+    );
+    assert_eq!(
+        mock.prompts().len(),
+        1,
+        "one model request served both keystrokes"
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}

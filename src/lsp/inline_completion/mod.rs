@@ -153,6 +153,50 @@ async fn complete(
         );
     }
 
+    // A model request still running for an earlier keystroke on this line
+    // may already be producing what was just typed: wait for it rather than
+    // ask again. One that cannot help is stopped (it would only occupy the
+    // model).
+    if !invoked {
+        let inflight = state
+            .completion
+            .inflight
+            .get(&snapshot.uri)
+            .map(|f| (f.key.clone(), f.done.clone(), f.abort.clone()));
+        if let Some((earlier, mut done, abort)) = inflight {
+            if key.extends(&earlier) {
+                let waited = Instant::now();
+                tokio::select! {
+                    _ = done.wait_for(|finished| *finished) => {}
+                    () = ticket.notify.notified() => {
+                        return (Outcome::Cancelled, waited.elapsed(), None);
+                    }
+                }
+                // The document may have changed while waiting.
+                if state.snapshot(&snapshot.uri).map(|s| s.version) != Some(snapshot.version) {
+                    return (Outcome::Cancelled, waited.elapsed(), None);
+                }
+                let hit = state.completion.cache.lock().get(&key);
+                if let Some(hit) = hit {
+                    let list = answer(
+                        state,
+                        &snapshot,
+                        base,
+                        &typed_prefix,
+                        std::slice::from_ref(&hit),
+                    );
+                    return (
+                        Outcome::Shown { from_cache: true },
+                        waited.elapsed(),
+                        Some(list),
+                    );
+                }
+            } else {
+                abort.abort();
+            }
+        }
+    }
+
     let model = match state.models().get(&config.completion.model) {
         Ok(model) => model,
         Err(err) => {
@@ -287,22 +331,63 @@ async fn complete(
         }
     }
     let model_started = Instant::now();
-    let samples = futures::future::join_all(
-        requests
-            .into_iter()
-            .map(|r| sample(&model, r, multiline, ticket)),
-    )
-    .await;
-    let model_time = model_started.elapsed();
     let mut raws = Vec::new();
-    for sample in samples {
-        match sample {
-            Ok(raw) => raws.push(raw),
-            Err(Outcome::Cancelled) => return (Outcome::Cancelled, model_time, None),
-            Err(other) if raws.is_empty() => return (other, model_time, None),
-            Err(_) => {}
+    if invoked {
+        let samples = futures::future::join_all(
+            requests
+                .into_iter()
+                .map(|r| sample(&model, r, multiline, ticket.notify.notified())),
+        )
+        .await;
+        for sample in samples {
+            match sample {
+                Ok(raw) => raws.push(raw),
+                Err(Outcome::Cancelled) => {
+                    return (Outcome::Cancelled, model_started.elapsed(), None)
+                }
+                Err(other) if raws.is_empty() => return (other, model_started.elapsed(), None),
+                Err(_) => {}
+            }
+        }
+    } else {
+        // The model request runs as its own task: if a newer keystroke
+        // supersedes this request, the answer still lands in the cache for
+        // it (see the in-flight check above).
+        let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+        let task_state = Arc::clone(state);
+        let task_key = key.clone();
+        let task_text = text.clone();
+        let task_model = model.clone();
+        let task = tokio::spawn(async move {
+            let raw = sample(&task_model, request, multiline, std::future::pending()).await;
+            if let Ok(raw) = &raw {
+                if let Ok(done) = finish(&task_text, cursor, raw, multiline, max_lines) {
+                    task_state.completion.cache.lock().insert(task_key, done);
+                }
+            }
+            let _ = done_tx.send(true);
+            raw
+        });
+        state.completion.inflight.insert(
+            snapshot.uri.clone(),
+            shared::InFlight {
+                key: key.clone(),
+                done: done_rx,
+                abort: task.abort_handle(),
+            },
+        );
+        tokio::select! {
+            joined = task => match joined {
+                Ok(Ok(raw)) => raws.push(raw),
+                Ok(Err(outcome)) => return (outcome, model_started.elapsed(), None),
+                Err(_) => return (Outcome::Cancelled, model_started.elapsed(), None),
+            },
+            () = ticket.notify.notified() => {
+                return (Outcome::Cancelled, model_started.elapsed(), None);
+            }
         }
     }
+    let model_time = model_started.elapsed();
 
     // Discard a result for a document that has changed since.
     if state.snapshot(&snapshot.uri).map(|s| s.version) != Some(snapshot.version)
@@ -311,31 +396,10 @@ async fn complete(
         return (Outcome::Cancelled, model_time, None);
     }
 
-    let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[cursor..].find('\n').map_or(text.len(), |i| cursor + i);
-    let line_suffix = text[cursor..line_end].trim_end_matches('\r');
-    let following = text.get(line_end + 1..).unwrap_or("");
-    let following = &following[..window_end(following, 50)];
-    let preceding = &text[window_start(&text[..line_start], 50)..line_start];
     let mut completions: Vec<Cached> = Vec::new();
     for raw in &raws {
-        let input = postprocess::Input {
-            raw,
-            line_prefix: &text[line_start..cursor],
-            line_suffix,
-            following,
-            preceding,
-            indent: IndentStyle::detect(&text),
-            multiline,
-            max_lines,
-        };
-        match postprocess::postprocess(&input) {
-            Ok(done) if !completions.iter().any(|c| c.text == done.text) => {
-                completions.push(Cached {
-                    text: done.text,
-                    replace_suffix_bytes: done.replace_suffix_bytes,
-                });
-            }
+        match finish(&text, cursor, raw, multiline, max_lines) {
+            Ok(done) if !completions.iter().any(|c| c.text == done.text) => completions.push(done),
             Ok(_) => {}
             Err(rejected) => {
                 tracing::debug!(reason = rejected.reason(), raw = %crate::model::shorten_for_display(raw, 200), "completion dropped");
@@ -350,15 +414,43 @@ async fn complete(
     (Outcome::Shown { from_cache: false }, model_time, Some(list))
 }
 
+/// Postprocesses `raw`, the model's answer at `cursor` of `text`.
+fn finish(
+    text: &str,
+    cursor: usize,
+    raw: &str,
+    multiline: bool,
+    max_lines: usize,
+) -> std::result::Result<Cached, postprocess::Rejected> {
+    let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[cursor..].find('\n').map_or(text.len(), |i| cursor + i);
+    let following = text.get(line_end + 1..).unwrap_or("");
+    let input = postprocess::Input {
+        raw,
+        line_prefix: &text[line_start..cursor],
+        line_suffix: text[cursor..line_end].trim_end_matches('\r'),
+        following: &following[..window_end(following, 50)],
+        preceding: &text[window_start(&text[..line_start], 50)..line_start],
+        indent: IndentStyle::detect(text),
+        multiline,
+        max_lines,
+    };
+    postprocess::postprocess(&input).map(|done| Cached {
+        text: done.text,
+        replace_suffix_bytes: done.replace_suffix_bytes,
+    })
+}
+
 /// Streams one FIM request to its end (or, in single-line mode, to the end
-/// of its first line), unless a newer request supersedes this one.
+/// of its first line), unless `cancel` completes first.
 async fn sample(
     model: &crate::model::Model,
     request: crate::model::FimRequest,
     multiline: bool,
-    ticket: &Ticket,
+    cancel: impl std::future::Future<Output = ()>,
 ) -> std::result::Result<String, Outcome> {
     let mut stream = model.fim(request);
+    tokio::pin!(cancel);
     let mut raw = String::new();
     loop {
         tokio::select! {
@@ -377,7 +469,7 @@ async fn sample(
                     return Err(Outcome::Error);
                 }
             },
-            () = ticket.notify.notified() => return Err(Outcome::Cancelled),
+            () = &mut cancel => return Err(Outcome::Cancelled),
         }
     }
 }

@@ -33,6 +33,17 @@ pub struct CompletionState {
     /// The prompt layout last chosen per document, kept while typing on
     /// the same line.
     pub(super) windows: DashMap<Url, Window>,
+    /// The model request running for each document (automatic requests).
+    pub(super) inflight: DashMap<Url, InFlight>,
+}
+
+/// A model request that outlives the LSP request that started it, so that
+/// the next keystroke can use its answer instead of asking again.
+pub(super) struct InFlight {
+    pub(super) key: crate::completion::cache::Key,
+    /// Turns true once its answer (if any) is in the cache.
+    pub(super) done: tokio::sync::watch::Receiver<bool>,
+    pub(super) abort: tokio::task::AbortHandle,
 }
 
 #[derive(Clone)]
@@ -85,6 +96,9 @@ impl CompletionState {
         self.recent.remove(uri);
         self.diagnostics.remove(uri);
         self.windows.remove(uri);
+        if let Some((_, inflight)) = self.inflight.remove(uri) {
+            inflight.abort.abort();
+        }
     }
 
     /// Notes that `uri` was opened or edited at byte range `edit`.
