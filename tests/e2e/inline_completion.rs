@@ -561,3 +561,30 @@ fn a_keystroke_reuses_the_model_request_already_in_flight() {
     );
     assert!(lsp.shutdown_and_exit().success());
 }
+
+#[test]
+fn where_the_user_was_working_in_another_file_reaches_the_prompt() {
+    let mock = Mock::start(vec![ScriptedResponse {
+        repeat: true,
+        ..ScriptedResponse::text("p.x * p.y;\n")
+    }]);
+    let util =
+        "pub fn checksum_of_frames(frames: &[u8]) -> u32 {\n    let total = \n    total\n}\n";
+    let ws = Workspace::new(&[("src/lib.rs", LIB), ("src/util.rs", util)]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    let util_uri = ws.uri("src/util.rs");
+    lsp.open(&util_uri, "rust", util);
+    complete(&mut lsp, &util_uri, 1, 16);
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    complete(&mut lsp, &uri, 3, 12);
+    let prompts = mock.prompts();
+    assert_eq!(prompts.len(), 2);
+    assert!(prompts[1].contains("checksum_of_frames"), "{}", prompts[1]);
+    assert!(lsp.shutdown_and_exit().success());
+}

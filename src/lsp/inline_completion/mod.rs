@@ -76,6 +76,11 @@ async fn complete(
     let encoding = state.encoding();
     let mut text = snapshot.rope.to_string();
     let mut cursor = position::offset_of(&snapshot.rope, params.position, encoding);
+    // Where the user is working counts as recently viewed: later prompts
+    // for other files offer the code around it.
+    state
+        .completion
+        .touched(&snapshot.uri, Some(cursor..cursor));
     let mut base = Range {
         start: params.position,
         end: params.position,
