@@ -60,24 +60,13 @@ pub(super) fn run(path: Option<PathBuf>, no_probe: bool) -> i32 {
 /// false when a model that a feature uses is broken.
 fn models(config: &Config, no_probe: bool) -> bool {
     println!("models:");
-    let users = |name: &str| -> Vec<&str> {
-        [
-            ("completion", &config.completion.model),
-            ("edit", &config.edit.model),
-            ("agent", &config.agent.model),
-        ]
-        .into_iter()
-        .filter(|(_, m)| m.as_str() == name)
-        .map(|(feature, _)| feature)
-        .collect()
-    };
     let runtime = match super::runtime() {
         Ok(r) => r,
         Err(_) => return false,
     };
     let mut healthy = true;
     for (name, model) in &config.models {
-        let used_by = users(name);
+        let used_by = config.features_using(name);
         let used = if used_by.is_empty() {
             "unused".to_string()
         } else {

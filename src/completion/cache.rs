@@ -6,11 +6,11 @@ use std::hash::{Hash, Hasher};
 
 /// Most entries kept; the oldest is evicted first.
 const CAPACITY: usize = 256;
-/// Bytes of text before the cursor line that identify the context. Hashing
-/// the whole prefix of a large file on every keystroke would cost more than
-/// the lookup saves; an edit further up than this rarely changes what the
-/// model would say at the cursor.
-const HEAD_WINDOW: usize = 8 << 10;
+/// Bytes of text before the cursor line, and after the cursor, that identify
+/// the context. Hashing the whole of a large file on every keystroke would
+/// cost more than the lookup saves; an edit further away than this rarely
+/// changes what the model would say at the cursor. (Lengths are hashed too.)
+const WINDOW: usize = 8 << 10;
 
 /// Where a completion was computed: the document, the text before the
 /// cursor's line, the cursor line up to the cursor, and everything after the
@@ -28,12 +28,13 @@ impl Key {
     pub fn new(document: &str, text: &str, cursor: usize) -> Self {
         let cursor = cursor.min(text.len());
         let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
-        let head_from = floor_char_boundary(text, line_start.saturating_sub(HEAD_WINDOW));
+        let head_from = floor_char_boundary(text, line_start.saturating_sub(WINDOW));
+        let tail_to = ceil_char_boundary(text, (cursor + WINDOW).min(text.len()));
         Self {
             document: document.to_string(),
             head: hash_of(&(line_start, &text[head_from..line_start])),
             line_prefix: text[line_start..cursor].to_string(),
-            tail: hash_of(&text[cursor..]),
+            tail: hash_of(&(text.len() - cursor, &text[cursor..tail_to])),
         }
     }
 }
@@ -114,6 +115,13 @@ fn hash_of<T: Hash + ?Sized>(value: &T) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     value.hash(&mut h);
     h.finish()
+}
+
+fn ceil_char_boundary(s: &str, mut at: usize) -> usize {
+    while at < s.len() && !s.is_char_boundary(at) {
+        at += 1;
+    }
+    at
 }
 
 fn floor_char_boundary(s: &str, mut at: usize) -> usize {

@@ -60,6 +60,18 @@ impl Config {
     pub fn agent_model(&self) -> Option<&ModelConfig> {
         self.model(&self.agent.model)
     }
+    /// The features (`completion`, `edit`, `agent`) that use the model `name`.
+    pub fn features_using(&self, name: &str) -> Vec<&'static str> {
+        [
+            ("completion", &self.completion.model),
+            ("edit", &self.edit.model),
+            ("agent", &self.agent.model),
+        ]
+        .into_iter()
+        .filter(|(_, model)| model.as_str() == name)
+        .map(|(feature, _)| feature)
+        .collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

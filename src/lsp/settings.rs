@@ -100,20 +100,18 @@ pub async fn apply(state: &Arc<State>) {
 async fn check_models(state: &Arc<State>) {
     let config = state.config();
     let models = state.models();
-    // Model name → the features that use it, in a stable order.
-    let mut users: Vec<(&String, Vec<&str>)> = Vec::new();
-    for (feature, name) in [
-        ("completion", &config.completion.model),
-        ("edit", &config.edit.model),
-        ("agent", &config.agent.model),
-    ] {
-        match users.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, features)) => features.push(feature),
-            None => users.push((name, vec![feature])),
-        }
-    }
     let mut problems = Vec::new();
-    for (name, features) in users {
+    let mut checked: Vec<&str> = Vec::new();
+    for name in [
+        &config.completion.model,
+        &config.edit.model,
+        &config.agent.model,
+    ] {
+        if checked.contains(&name.as_str()) {
+            continue;
+        }
+        checked.push(name);
+        let features = config.features_using(name);
         let problem = match models.get(name) {
             Err(e) => Some(e.to_string()),
             Ok(model) if model.config().provider == crate::config::Provider::Local => {

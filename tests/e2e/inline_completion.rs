@@ -64,6 +64,17 @@ fn workspace() -> Workspace {
     ])
 }
 
+/// Sends a `didChange` inserting `text` at `(line, character)`.
+fn insert(lsp: &mut Lsp, uri: &str, version: i32, (line, character): (u32, u32), text: &str) {
+    lsp.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": version },
+                "contentChanges": [ { "range": { "start": { "line": line, "character": character },
+                                                 "end": { "line": line, "character": character } },
+                                      "text": text } ] }),
+    );
+}
+
 fn complete(lsp: &mut Lsp, uri: &str, line: u32, character: u32) -> Value {
     lsp.request(
         "textDocument/inlineCompletion",
@@ -149,12 +160,8 @@ fn typing_through_a_suggestion_is_served_from_the_cache() {
     assert_eq!(first["items"][0]["insertText"], "p.x * p.y;");
 
     for (version, typed) in [(2, "p"), (3, ".")] {
-        let at = 12 + version - 2;
-        lsp.notify(
-            "textDocument/didChange",
-            json!({ "textDocument": { "uri": uri, "version": version },
-                    "contentChanges": [ { "range": { "start": { "line": 3, "character": at }, "end": { "line": 3, "character": at } }, "text": typed } ] }),
-        );
+        let at = 10 + version as u32;
+        insert(&mut lsp, &uri, version, (3, at), typed);
     }
     let again = complete(&mut lsp, &uri, 3, 14);
     assert_eq!(again["items"][0]["insertText"], "x * p.y;", "{again}");
@@ -252,11 +259,7 @@ fn a_newer_request_supersedes_and_a_stale_result_is_discarded() {
 
     // The document changes while the second waits for the model.
     std::thread::sleep(Duration::from_millis(100));
-    lsp.notify(
-        "textDocument/didChange",
-        json!({ "textDocument": { "uri": uri, "version": 2 },
-                "contentChanges": [ { "range": { "start": { "line": 0, "character": 0 }, "end": { "line": 0, "character": 0 } }, "text": "// edited\n" } ] }),
-    );
+    insert(&mut lsp, &uri, 2, (0, 0), "// edited\n");
     let answer = lsp.response(&second);
     assert!(answer["result"].is_null(), "stale: {answer}");
     assert!(lsp.shutdown_and_exit().success());
@@ -293,11 +296,12 @@ fn recently_edited_code_in_another_open_file_reaches_the_prompt() {
     let geometry = ws.uri("src/geometry.rs");
     let text = std::fs::read_to_string(ws.path("src/geometry.rs")).unwrap();
     lsp.open(&geometry, "rust", &text);
-    lsp.notify(
-        "textDocument/didChange",
-        json!({ "textDocument": { "uri": geometry, "version": 2 },
-                "contentChanges": [ { "range": { "start": { "line": 4, "character": 0 }, "end": { "line": 4, "character": 0 } },
-                                      "text": "\npub fn shoelace_area(points: &[Point]) -> f64 {\n    0.0\n}\n" } ] }),
+    insert(
+        &mut lsp,
+        &geometry,
+        2,
+        (4, 0),
+        "\npub fn shoelace_area(points: &[Point]) -> f64 {\n    0.0\n}\n",
     );
     let uri = ws.uri("src/lib.rs");
     lsp.open(&uri, "rust", LIB);
@@ -539,11 +543,7 @@ fn a_keystroke_reuses_the_model_request_already_in_flight() {
     );
     std::thread::sleep(Duration::from_millis(150));
     // The user types the suggestion's first character while the model works.
-    lsp.notify(
-        "textDocument/didChange",
-        json!({ "textDocument": { "uri": uri, "version": 2 },
-                "contentChanges": [ { "range": { "start": { "line": 3, "character": 12 }, "end": { "line": 3, "character": 12 } }, "text": "p" } ] }),
-    );
+    insert(&mut lsp, &uri, 2, (3, 12), "p");
     let second = lsp.send_request(
         "textDocument/inlineCompletion",
         json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 13 } }),

@@ -143,19 +143,12 @@ async fn complete(
     } else {
         state.completion.cache.lock().get(&key)
     };
+    let from_cache = |hit: Cached, waited: Duration| {
+        let list = answer(state, &snapshot, base, &typed_prefix, &[hit]);
+        (Outcome::Shown { from_cache: true }, waited, Some(list))
+    };
     if let Some(hit) = hit {
-        let list = answer(
-            state,
-            &snapshot,
-            base,
-            &typed_prefix,
-            std::slice::from_ref(&hit),
-        );
-        return (
-            Outcome::Shown { from_cache: true },
-            Duration::ZERO,
-            Some(list),
-        );
+        return from_cache(hit, Duration::ZERO);
     }
 
     // A model request still running for an earlier keystroke on this line
@@ -183,18 +176,7 @@ async fn complete(
                 }
                 let hit = state.completion.cache.lock().get(&key);
                 if let Some(hit) = hit {
-                    let list = answer(
-                        state,
-                        &snapshot,
-                        base,
-                        &typed_prefix,
-                        std::slice::from_ref(&hit),
-                    );
-                    return (
-                        Outcome::Shown { from_cache: true },
-                        waited.elapsed(),
-                        Some(list),
-                    );
+                    return from_cache(hit, waited.elapsed());
                 }
             } else {
                 abort.abort();
@@ -209,10 +191,11 @@ async fn complete(
             return (Outcome::Error, Duration::ZERO, None);
         }
     };
-    let cursor_line = text.as_bytes()[..cursor]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count();
+    // The selection (if any) is on the cursor line, so the client's line
+    // number identifies it.
+    let cursor_line = base.start.line as usize;
+    // Shared by the prompt builder and the model task (no copies).
+    let text: Arc<str> = Arc::from(text);
     let request = {
         let others = open_files(state, &snapshot.uri);
         let diagnostics = state
@@ -225,7 +208,7 @@ async fn complete(
         let roots = state.roots.read().clone();
         let path = snapshot.uri.to_file_path().ok();
         let language = snapshot.language;
-        let context_text = text.clone();
+        let context_text = Arc::clone(&text);
         let max_prompt_tokens = config.completion.max_prompt_tokens as usize;
         let counter_model = model.clone();
         let built = tokio::task::spawn_blocking(move || {
@@ -324,20 +307,14 @@ async fn complete(
         return (Outcome::Cancelled, Duration::ZERO, None);
     }
 
-    // Invoked: up to three distinct suggestions, the extra ones sampled
-    // warmer. Automatic: one.
-    let mut requests = vec![request.clone()];
-    if invoked {
-        for _ in 0..2 {
-            let mut warmer = request.clone();
-            let configured = model.config().temperature;
-            warmer.options.temperature = Some(configured.max(0.8));
-            requests.push(warmer);
-        }
-    }
     let model_started = Instant::now();
-    let mut raws = Vec::new();
+    // Each answer, postprocessed: the suggestion, or why it was dropped.
+    let mut answers: Vec<(String, PostResult)> = Vec::new();
     if invoked {
+        // Up to three distinct suggestions, the extra ones sampled warmer.
+        let mut warmer = request.clone();
+        warmer.options.temperature = Some(model.config().temperature.max(0.8));
+        let requests = [request, warmer.clone(), warmer];
         let samples = futures::future::join_all(
             requests
                 .into_iter()
@@ -346,32 +323,43 @@ async fn complete(
         .await;
         for sample in samples {
             match sample {
-                Ok(raw) => raws.push(raw),
+                Ok(raw) => {
+                    let done = finish(&text, cursor, &raw, multiline, max_lines);
+                    answers.push((raw, done));
+                }
                 Err(Outcome::Cancelled) => {
                     return (Outcome::Cancelled, model_started.elapsed(), None)
                 }
-                Err(other) if raws.is_empty() => return (other, model_started.elapsed(), None),
+                Err(other) if answers.is_empty() => return (other, model_started.elapsed(), None),
                 Err(_) => {}
             }
         }
     } else {
-        // The model request runs as its own task: if a newer keystroke
-        // supersedes this request, the answer still lands in the cache for
-        // it (see the in-flight check above).
+        // The model request runs as its own task, which also postprocesses
+        // and caches the answer: if a newer keystroke supersedes this
+        // request, the answer is still there for it (see the in-flight
+        // check above).
         let (done_tx, done_rx) = tokio::sync::watch::channel(false);
         let task_state = Arc::clone(state);
         let task_key = key.clone();
-        let task_text = text.clone();
+        let task_text = Arc::clone(&text);
         let task_model = model.clone();
         let task = tokio::spawn(async move {
-            let raw = sample(&task_model, request, multiline, std::future::pending()).await;
-            if let Ok(raw) = &raw {
-                if let Ok(done) = finish(&task_text, cursor, raw, multiline, max_lines) {
-                    task_state.completion.cache.lock().insert(task_key, done);
-                }
-            }
+            let outcome = sample(&task_model, request, multiline, std::future::pending())
+                .await
+                .map(|raw| {
+                    let done = finish(&task_text, cursor, &raw, multiline, max_lines);
+                    if let Ok(done) = &done {
+                        task_state
+                            .completion
+                            .cache
+                            .lock()
+                            .insert(task_key, done.clone());
+                    }
+                    (raw, done)
+                });
             let _ = done_tx.send(true);
-            raw
+            outcome
         });
         state.completion.inflight.insert(
             snapshot.uri.clone(),
@@ -383,7 +371,7 @@ async fn complete(
         );
         tokio::select! {
             joined = task => match joined {
-                Ok(Ok(raw)) => raws.push(raw),
+                Ok(Ok(answer)) => answers.push(answer),
                 Ok(Err(outcome)) => return (outcome, model_started.elapsed(), None),
                 Err(_) => return (Outcome::Cancelled, model_started.elapsed(), None),
             },
@@ -402,31 +390,29 @@ async fn complete(
     }
 
     let mut completions: Vec<Cached> = Vec::new();
-    for raw in &raws {
-        match finish(&text, cursor, raw, multiline, max_lines) {
+    for (raw, done) in answers {
+        match done {
             Ok(done) if !completions.iter().any(|c| c.text == done.text) => completions.push(done),
             Ok(_) => {}
             Err(rejected) => {
-                tracing::debug!(reason = rejected.reason(), raw = %crate::model::shorten_for_display(raw, 200), "completion dropped");
+                tracing::debug!(reason = rejected.reason(), raw = %crate::model::shorten_for_display(&raw, 200), "completion dropped");
             }
         }
     }
     let Some(first) = completions.first() else {
         return (Outcome::Empty, model_time, None);
     };
-    state.completion.cache.lock().insert(key, first.clone());
+    if invoked {
+        state.completion.cache.lock().insert(key, first.clone());
+    }
     let list = answer(state, &snapshot, base, &typed_prefix, &completions);
     (Outcome::Shown { from_cache: false }, model_time, Some(list))
 }
 
+type PostResult = std::result::Result<Cached, postprocess::Rejected>;
+
 /// Postprocesses `raw`, the model's answer at `cursor` of `text`.
-fn finish(
-    text: &str,
-    cursor: usize,
-    raw: &str,
-    multiline: bool,
-    max_lines: usize,
-) -> std::result::Result<Cached, postprocess::Rejected> {
+fn finish(text: &str, cursor: usize, raw: &str, multiline: bool, max_lines: usize) -> PostResult {
     let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[cursor..].find('\n').map_or(text.len(), |i| cursor + i);
     let following = text.get(line_end + 1..).unwrap_or("");

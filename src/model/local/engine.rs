@@ -282,16 +282,6 @@ pub(crate) fn check_weights(name: &str, path: &Path) -> Result<(), ModelError> {
 /// granularity during a long prefill.
 const PREFILL_CHUNK: usize = 256;
 
-/// A job once its prompt is built.
-struct JobRest {
-    max_tokens: u32,
-    temperature: f32,
-    stop: Vec<String>,
-    deadline: Instant,
-    limit: Duration,
-    out: UnboundedSender<Result<Output, ModelError>>,
-}
-
 struct Session<'m> {
     name: String,
     model: &'m LlamaModel,
@@ -349,15 +339,8 @@ impl<'m> Session<'m> {
     fn generate(&mut self, job: Job) -> Result<RequestStats, Option<ModelError>> {
         let started = Instant::now();
         let vocab = self.model.vocab();
+        // The prompt builder is consumed; the rest of the job stays usable.
         let (text, stop) = (job.prompt)(&Vocabulary { model: self.model });
-        let job = JobRest {
-            max_tokens: job.max_tokens,
-            temperature: job.temperature,
-            stop,
-            deadline: job.deadline,
-            limit: job.limit,
-            out: job.out,
-        };
         let prompt = vocab.tokenize(text.as_bytes(), vocab.should_add_bos(), true);
         if prompt.is_empty() {
             return Err(Some(self.error("empty prompt")));
@@ -404,7 +387,7 @@ impl<'m> Session<'m> {
                 return Err(None);
             }
             if Instant::now() >= job.deadline {
-                return Err(Some(self.timeout(&job)));
+                return Err(Some(self.timeout(job.limit)));
             }
             batch.clear();
             let is_last_chunk = (chunk_no + 1) * PREFILL_CHUNK >= todo.len();
@@ -423,7 +406,7 @@ impl<'m> Session<'m> {
 
         let mut sampler = sampler(job.temperature);
         let mut utf8 = Utf8Assembler::default();
-        let mut stops = StopMatcher::new(&job.stop);
+        let mut stops = StopMatcher::new(&stop);
         let mut generated = 0usize;
         let mut first_token = None;
         let mut reason = StopReason::MaxTokens;
@@ -432,7 +415,7 @@ impl<'m> Session<'m> {
                 return Err(None);
             }
             if Instant::now() >= job.deadline {
-                return Err(Some(self.timeout(&job)));
+                return Err(Some(self.timeout(job.limit)));
             }
             let token = sampler.sample(&self.ctx, last_index);
             sampler.accept(token);
@@ -500,13 +483,13 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
-    fn timeout(&self, job: &JobRest) -> ModelError {
+    fn timeout(&self, limit: Duration) -> ModelError {
         ModelError::Timeout {
             model: self.name.clone(),
             url: "the local model".to_string(),
             what: "complete answer",
             key: "total_timeout_ms",
-            limit: job.limit,
+            limit,
         }
     }
 }

@@ -35,10 +35,7 @@ pub struct LocalProvider {
 
 impl LocalProvider {
     pub fn new(name: &str, config: &ModelConfig) -> Result<Self, ModelError> {
-        let path = config.expanded_path().ok_or_else(|| ModelError::Local {
-            model: name.to_string(),
-            reason: format!("models.{name}.path is not set"),
-        })?;
+        let path = weights_path(name, config)?;
         let key = EngineKey {
             path,
             context_tokens: config.context_tokens,
@@ -222,10 +219,14 @@ fn tokio_stream_of<T: Send + 'static>(
 /// Checks that the weights at `config`'s path exist and are GGUF, without
 /// loading them (for `fettle doctor` and friendly errors).
 pub fn check_weights(name: &str, config: &ModelConfig) -> Result<std::path::PathBuf, ModelError> {
-    let path = config.expanded_path().ok_or_else(|| ModelError::Local {
-        model: name.to_string(),
-        reason: format!("models.{name}.path is not set"),
-    })?;
+    let path = weights_path(name, config)?;
     engine::check_weights(name, &path)?;
     Ok(path)
+}
+
+fn weights_path(name: &str, config: &ModelConfig) -> Result<std::path::PathBuf, ModelError> {
+    config.expanded_path().ok_or_else(|| ModelError::Local {
+        model: name.to_string(),
+        reason: format!("models.{name}.path is not set"),
+    })
 }
