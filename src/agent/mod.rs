@@ -1,0 +1,18 @@
+//! The repair loop: a task that reads the workspace, edits it through
+//! narrowly-scoped tools, verifies with the tests and syntax checks, rolls
+//! back what made things worse, and gives up honestly.
+//!
+//! `agent/` knows nothing about LSP: the editor (or the terminal) is behind
+//! the [`host::Host`] trait.
+
+pub mod cancel;
+pub mod checkpoint;
+pub mod edit;
+pub mod exec;
+pub mod fsutil;
+pub mod output;
+pub mod paths;
+pub mod redact;
+pub mod repo_map;
+pub mod search;
+pub mod verify;
