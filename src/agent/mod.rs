@@ -16,3 +16,10 @@ pub mod redact;
 pub mod repo_map;
 pub mod search;
 pub mod verify;
+pub mod host;
+pub mod task;
+pub mod types;
+
+pub use cancel::Cancel;
+pub use task::{run_task, TaskEnv};
+pub use types::{Budget, EventKind, Focus, TaskEvent, TaskResult, TaskSpec, TaskStatus, Tokens, DEFAULT_GOAL};

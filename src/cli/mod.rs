@@ -1,5 +1,5 @@
 //! The command line: `fettle [serve]`, `fettle doctor`, `fettle index`,
-//! `fettle model fetch`, `fettle mock-model`.
+//! `fettle fix`, `fettle model fetch`, `fettle mock-model`.
 //! This is the one place allowed to print to stdout outside the protocol,
 //! and only for subcommands that do not serve LSP.
 
@@ -8,6 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 mod doctor;
+mod fix;
 mod model;
 
 use clap::{Parser, Subcommand};
@@ -42,6 +43,8 @@ enum Command {
         #[arg(long)]
         no_probe: bool,
     },
+    /// Repair the workspace headless: run the agent until the tests pass or the budget is spent.
+    Fix(fix::FixArgs),
     /// Manage the embedded model.
     Model {
         #[command(subcommand)]
@@ -76,6 +79,7 @@ pub fn main() -> i32 {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(),
         Command::Doctor { path, no_probe } => doctor::run(path, no_probe),
+        Command::Fix(args) => fix::run(args),
         Command::Model { command } => model::run(command),
         Command::MockModel(args) => model::mock_model(args),
         Command::Index { path, query, json } => index(path, query, json),

@@ -293,6 +293,13 @@ pub struct AgentConfig {
     pub timeout_s: u64,
     /// Policy for commands other than the test command.
     pub commands: CommandPolicy,
+    /// Limit for one run of the test command; its whole process group is killed after it.
+    pub test_timeout_s: u64,
+    /// Limit for one `run_command`.
+    pub command_timeout_s: u64,
+    /// Environment variables passed to tests and commands although their
+    /// names look secret (contain KEY, TOKEN, SECRET or PASSWORD).
+    pub allow_env: Vec<String>,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -304,6 +311,9 @@ impl Default for AgentConfig {
             max_tokens: 200_000,
             timeout_s: 900,
             commands: CommandPolicy::Ask,
+            test_timeout_s: 600,
+            command_timeout_s: 120,
+            allow_env: Vec::new(),
         }
     }
 }

@@ -80,6 +80,8 @@ pub(crate) fn validate(config: &Config, is_default: &dyn Fn(&[Seg]) -> bool) -> 
     f.positive(&["agent", "max_tool_calls"], agent.max_tool_calls.into());
     f.positive(&["agent", "max_tokens"], agent.max_tokens);
     f.positive(&["agent", "timeout_s"], agent.timeout_s);
+    f.positive(&["agent", "test_timeout_s"], agent.test_timeout_s);
+    f.positive(&["agent", "command_timeout_s"], agent.command_timeout_s);
     check_log_level(&mut f, &config.log.level);
     f
 }

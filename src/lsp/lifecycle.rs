@@ -98,7 +98,10 @@ pub fn capabilities(encoding: PositionEncoding, as_completion_item: bool) -> Ser
         }),
         completion_provider: as_completion_item.then(CompletionOptions::default),
         execute_command_provider: Some(ExecuteCommandOptions {
-            commands: vec![super::inline_completion::ACCEPT_COMMAND.to_owned()],
+            commands: std::iter::once(super::inline_completion::ACCEPT_COMMAND)
+                .chain(super::agent::COMMANDS)
+                .map(str::to_owned)
+                .collect(),
             work_done_progress_options: Default::default(),
         }),
         ..ServerCapabilities::default()
@@ -116,10 +119,14 @@ pub async fn execute_command(
     state: &Arc<State>,
     params: ExecuteCommandParams,
 ) -> tower_lsp::jsonrpc::Result<Option<serde_json::Value>> {
+    let token = params.work_done_progress_params.work_done_token;
+    let args = &params.arguments;
     match params.command.as_str() {
-        super::inline_completion::ACCEPT_COMMAND => {
-            super::inline_completion::accept(state, &params.arguments)
-        }
+        super::inline_completion::ACCEPT_COMMAND => super::inline_completion::accept(state, args),
+        super::agent::CHAT => super::agent::chat(state, args, token).await,
+        super::agent::FIX_DIAGNOSTICS => super::agent::fix_diagnostics(state, args, token).await,
+        super::agent::CANCEL => super::agent::cancel(state, args),
+        super::agent::UNDO => super::agent::undo(state, args).await,
         other => Err(tower_lsp::jsonrpc::Error::invalid_params(format!(
             "fettle: unknown command {other:?}"
         ))),

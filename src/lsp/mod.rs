@@ -2,6 +2,7 @@
 //! requests into calls on `document`, `syntax`, `index` and `config`, and
 //! their results into LSP types (positions via `position`).
 
+mod agent;
 mod documents;
 pub mod guard;
 mod index_queue;

@@ -48,6 +48,8 @@ pub struct State {
     pub index_updates: IndexQueue,
     /// Inline completion's cache, statistics and request bookkeeping.
     pub completion: super::inline_completion::CompletionState,
+    /// The running agent task.
+    pub agent: super::agent::AgentState,
 }
 
 /// A consistent copy of an open document, taken under the map's guard and
@@ -87,6 +89,7 @@ impl State {
             initialized: AtomicBool::new(false),
             index_updates,
             completion: Default::default(),
+            agent: Default::default(),
         }
     }
 

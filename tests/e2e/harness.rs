@@ -36,6 +36,18 @@ pub struct Lsp {
     pub server_requests: Vec<Value>,
     /// What we answer to `workspace/configuration` (one value per item).
     pub configuration: Value,
+    /// The editor's buffers (uri → version, text), kept by `open`, `type_text`
+    /// and applied `workspace/applyEdit`s (positions in UTF-8: tests that edit
+    /// negotiate it).
+    pub buffers: HashMap<String, (i32, String)>,
+    /// Apply `workspace/applyEdit` to `buffers` like an editor (refusing a
+    /// stale version) instead of answering `null`.
+    pub apply_edits: bool,
+    /// Before answering the next `applyEdit`, the user types this text at the
+    /// start of this line of that buffer (so the edit arrives stale).
+    pub type_before_next_apply: Option<(String, u32, String)>,
+    /// Answers to `window/showMessageRequest`, in order (`None`: dismissed).
+    pub approvals: VecDeque<Option<String>>,
     stderr: Arc<Mutex<String>>,
     closed: bool,
 }
@@ -86,6 +98,10 @@ impl Lsp {
             notifications: VecDeque::new(),
             server_requests: Vec::new(),
             configuration: Value::Null,
+            buffers: HashMap::new(),
+            apply_edits: false,
+            type_before_next_apply: None,
+            approvals: VecDeque::new(),
             stderr,
             closed: false,
         }
@@ -172,6 +188,21 @@ impl Lsp {
         }
     }
 
+    /// The response to `id` if it has arrived (without waiting).
+    pub fn try_response(&mut self, id: &Value) -> Option<Value> {
+        while let Ok(Incoming::Message(message)) = self.rx.try_recv() {
+            self.dispatch(message);
+        }
+        self.responses.remove(id)
+    }
+
+    /// Handles whatever arrives within `wait` (answering server requests).
+    pub fn pump_for(&mut self, wait: Duration) {
+        if let Ok(Incoming::Message(message)) = self.rx.recv_timeout(wait) {
+            self.dispatch(message);
+        }
+    }
+
     /// Sends a request and returns its `result`, or its `error` object as `Err`.
     pub fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         let id = self.send_request(method, params);
@@ -246,6 +277,7 @@ impl Lsp {
     }
 
     pub fn open(&mut self, uri: &str, language_id: &str, text: &str) {
+        self.buffers.insert(uri.to_owned(), (1, text.to_owned()));
         self.notify(
             "textDocument/didOpen",
             json!({ "textDocument": { "uri": uri, "languageId": language_id, "version": 1, "text": text } }),
@@ -346,8 +378,59 @@ impl Lsp {
         self.responses.insert(id, message);
     }
 
-    fn answer_server_request(&self, method: &str, params: &Value) -> Value {
+    /// The user types `text` at the start of `line` of the open buffer `uri`.
+    pub fn type_text(&mut self, uri: &str, line: u32, text: &str) {
+        let (version, buffer) = self.buffers.get(uri).cloned().expect("buffer is open");
+        let range = json!({ "start": { "line": line, "character": 0 }, "end": { "line": line, "character": 0 } });
+        let new = apply_utf8_edit(&buffer, &range, text);
+        self.buffers.insert(uri.to_owned(), (version + 1, new));
+        self.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": uri, "version": version + 1 },
+                    "contentChanges": [ { "range": range, "text": text } ] }),
+        );
+    }
+
+    /// Applies a `workspace/applyEdit` the way an editor does: every
+    /// versioned document edit must match the buffer's version.
+    fn apply_workspace_edit(&mut self, params: &Value) -> Value {
+        if let Some((uri, line, text)) = self.type_before_next_apply.take() {
+            self.type_text(&uri, line, &text);
+        }
+        let changes = params["edit"]["documentChanges"].as_array().cloned().unwrap_or_default();
+        for change in &changes {
+            let uri = change["textDocument"]["uri"].as_str().unwrap_or("");
+            let Some((version, _)) = self.buffers.get(uri) else {
+                return json!({ "applied": false, "failureReason": format!("{uri} is not open") });
+            };
+            if change["textDocument"]["version"] != json!(version) {
+                return json!({ "applied": false, "failureReason": format!("{uri} is at version {version}") });
+            }
+        }
+        for change in &changes {
+            let uri = change["textDocument"]["uri"].as_str().unwrap_or("").to_owned();
+            let (version, mut text) = self.buffers[&uri].clone();
+            let edits = change["edits"].as_array().cloned().unwrap_or_default();
+            for edit in &edits {
+                text = apply_utf8_edit(&text, &edit["range"], edit["newText"].as_str().unwrap_or(""));
+            }
+            self.buffers.insert(uri.clone(), (version + 1, text));
+            self.notify(
+                "textDocument/didChange",
+                json!({ "textDocument": { "uri": uri, "version": version + 1 },
+                        "contentChanges": edits.iter().map(|e| json!({ "range": e["range"], "text": e["newText"] })).collect::<Vec<_>>() }),
+            );
+        }
+        json!({ "applied": true })
+    }
+
+    fn answer_server_request(&mut self, method: &str, params: &Value) -> Value {
         match method {
+            "workspace/applyEdit" if self.apply_edits => self.apply_workspace_edit(params),
+            "window/showMessageRequest" => match self.approvals.pop_front().flatten() {
+                Some(title) => json!({ "title": title }),
+                None => Value::Null,
+            },
             "workspace/configuration" => {
                 let items = params["items"].as_array().map(Vec::len).unwrap_or(0);
                 Value::Array(vec![self.configuration.clone(); items])
@@ -398,6 +481,18 @@ fn read_messages(stdout: impl Read, tx: mpsc::Sender<Incoming>) {
             return;
         }
     }
+}
+
+/// Applies one LSP edit whose positions count UTF-8 bytes.
+pub fn apply_utf8_edit(text: &str, range: &Value, new_text: &str) -> String {
+    let offset = |pos: &Value| {
+        let line = pos["line"].as_u64().unwrap() as usize;
+        let character = pos["character"].as_u64().unwrap() as usize;
+        let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+        (start + character).min(text.len())
+    };
+    let (start, end) = (offset(&range["start"]), offset(&range["end"]));
+    format!("{}{new_text}{}", &text[..start], &text[end..])
 }
 
 pub fn file_uri(path: &Path) -> String {

@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod agent;
 mod config;
 mod diagnostics;
 mod inline_completion;

@@ -1,0 +1,190 @@
+//! Verification: the test command and syntax checks decide whether an
+//! attempt worked, and a score says whether it got better or worse.
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+
+use crate::agent::exec::{self, CommandOutcome, CommandSpec, Limits};
+use crate::agent::output;
+use crate::agent::verify::{parse_test_output, TestReport};
+use crate::syntax::{parse_str, syntax_errors, Language};
+
+/// Lower is better. Compared field by field: syntax errors first (code that
+/// does not parse is worse than code that fails a test), then whether the
+/// tests could run at all, then failing tests, then (reversed) passing ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Score {
+    pub syntax_errors: u32,
+    /// The test command failed without reporting test results (build
+    /// error, crash, timeout).
+    pub broken: bool,
+    pub failed: u32,
+    pub passed: u32,
+}
+
+impl Score {
+    pub fn cmp_quality(&self, other: &Score) -> Ordering {
+        self.syntax_errors
+            .cmp(&other.syntax_errors)
+            .then(self.broken.cmp(&other.broken))
+            .then(self.failed.cmp(&other.failed))
+            .then(other.passed.cmp(&self.passed))
+    }
+
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.syntax_errors > 0 {
+            parts.push(format!("{} syntax error(s)", self.syntax_errors));
+        }
+        if self.broken {
+            parts.push("the tests did not run to completion".to_owned());
+        } else {
+            parts.push(format!("{} failed, {} passed", self.failed, self.passed));
+        }
+        parts.join("; ")
+    }
+}
+
+pub struct Verification {
+    pub passed: bool,
+    pub score: Score,
+    pub outcome: Option<CommandOutcome>,
+    pub report: Option<TestReport>,
+    /// `path: line: message` for syntax errors in the checked files.
+    pub syntax: Vec<String>,
+}
+
+impl Verification {
+    /// What the model reads: verdict, counts, failures mapped to files, and
+    /// the head and tail of the output.
+    pub fn for_model(&self, test_command: Option<&str>) -> String {
+        let mut out = String::new();
+        out.push_str(if self.passed {
+            "PASSED"
+        } else {
+            "FAILED"
+        });
+        out.push_str(&format!(" ({})\n", self.score.describe()));
+        if !self.syntax.is_empty() {
+            out.push_str("Syntax errors:\n");
+            for line in &self.syntax {
+                out.push_str(&format!("  {line}\n"));
+            }
+        }
+        if let (Some(cmd), Some(outcome)) = (test_command, &self.outcome) {
+            out.push_str(&format!("`{cmd}`: {}\n", first_line(&outcome.describe())));
+            if let Some(report) = &self.report {
+                let summary = report.summary_for_model();
+                if !summary.trim().is_empty() {
+                    out.push_str(&summary);
+                    if !summary.ends_with('\n') {
+                        out.push('\n');
+                    }
+                }
+            }
+            if !self.passed && !outcome.output.trim().is_empty() {
+                out.push_str("Output (head and tail):\n");
+                out.push_str(&output::head_tail(&outcome.output, 6 * 1024, 120));
+            }
+        }
+        out
+    }
+
+    /// One line for events and logs.
+    pub fn headline(&self) -> String {
+        format!(
+            "{}: {}",
+            if self.passed { "passed" } else { "failed" },
+            self.score.describe()
+        )
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
+
+pub struct CheckSettings<'a> {
+    pub root: &'a Path,
+    pub test_command: Option<&'a str>,
+    pub timeout: std::time::Duration,
+    pub allow_env: &'a [String],
+}
+
+/// Runs the test command (if any) and checks `files` for syntax errors.
+/// `read` gives a file's current text (the editor's buffer when open).
+pub async fn verify(
+    settings: &CheckSettings<'_>,
+    files: &[PathBuf],
+    read: &(dyn Fn(&Path) -> Option<String> + Sync),
+    cancel: &crate::agent::cancel::Cancel,
+) -> std::io::Result<Verification> {
+    let syntax = syntax_problems(settings.root, files, read);
+    let mut score = Score {
+        syntax_errors: syntax.len() as u32,
+        broken: false,
+        failed: 0,
+        passed: 0,
+    };
+    let (mut outcome, mut report) = (None, None);
+    let mut tests_ok = true;
+    if let Some(command) = settings.test_command {
+        let spec = test_spec(settings, command.to_owned());
+        let ran = exec::run(&spec, cancel).await?;
+        let parsed = parse_test_output(&ran.output, settings.root);
+        tests_ok = ran.success();
+        score.passed = parsed.passed.unwrap_or(0);
+        score.failed = parsed.failed.unwrap_or(0);
+        if !tests_ok && score.failed == 0 {
+            // Failing without a count: a build error, a crash or a timeout.
+            score.broken = true;
+        }
+        outcome = Some(ran);
+        report = Some(parsed);
+    }
+    Ok(Verification {
+        passed: tests_ok && syntax.is_empty(),
+        score,
+        outcome,
+        report,
+        syntax,
+    })
+}
+
+pub fn test_spec(settings: &CheckSettings<'_>, command: String) -> CommandSpec {
+    CommandSpec {
+        command,
+        cwd: settings.root.to_path_buf(),
+        timeout: settings.timeout,
+        // The whole output is kept for parsing; the model sees head+tail.
+        max_output_bytes: 256 * 1024,
+        max_output_lines: 4000,
+        env_allow: settings.allow_env.to_vec(),
+        limits: Limits::default(),
+    }
+}
+
+/// Syntax errors in `files`, as `path:line: message` (a few per file).
+pub fn syntax_problems(
+    root: &Path,
+    files: &[PathBuf],
+    read: &(dyn Fn(&Path) -> Option<String> + Sync),
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for path in files {
+        let Some(lang) = Language::from_path(path) else {
+            continue;
+        };
+        let Some(text) = read(path) else { continue };
+        let Some(tree) = parse_str(lang, &text, None) else {
+            continue;
+        };
+        let rel = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        for err in syntax_errors(&tree, &text, 5) {
+            let end = err.range.start.min(text.len());
+            let line = text.as_bytes()[..end].iter().filter(|b| **b == b'\n').count() + 1;
+            out.push(format!("{rel}:{line}: {}", err.message));
+        }
+    }
+    out
+}

@@ -1,0 +1,172 @@
+//! Why a task stopped, and the summary it ends with: on success the model's
+//! own words; when giving up, an honest account of what was tried, what
+//! failed, and what to try next.
+
+use crate::agent::types::{Budget, TaskStatus};
+
+#[derive(Debug, Clone)]
+pub enum StopCause {
+    Success,
+    Iterations,
+    ToolCalls,
+    Tokens,
+    Timeout,
+    Cancelled,
+    /// The model could not be reached or answered garbage.
+    Model(String),
+    /// Fettle itself could not go on (e.g. the test command cannot start).
+    Error(String),
+}
+
+impl StopCause {
+    pub fn status(&self) -> TaskStatus {
+        match self {
+            StopCause::Success => TaskStatus::Success,
+            StopCause::Cancelled => TaskStatus::Cancelled,
+            StopCause::Model(_) | StopCause::Error(_) => TaskStatus::Failed,
+            _ => TaskStatus::GaveUp,
+        }
+    }
+
+    fn describe(&self, budget: &Budget) -> String {
+        match self {
+            StopCause::Success => "verification passed".to_owned(),
+            StopCause::Iterations => format!(
+                "the iteration budget ({} attempts, `agent.max_iterations`) is spent",
+                budget.max_iterations
+            ),
+            StopCause::ToolCalls => format!(
+                "the tool-call budget ({}, `agent.max_tool_calls`) is spent",
+                budget.max_tool_calls
+            ),
+            StopCause::Tokens => format!(
+                "the token budget ({}, `agent.max_tokens`) is spent",
+                budget.max_tokens
+            ),
+            StopCause::Timeout => format!(
+                "the time limit ({} s, `agent.timeout_s`) is reached",
+                budget.timeout.as_secs()
+            ),
+            StopCause::Cancelled => "the task was cancelled".to_owned(),
+            StopCause::Model(err) => format!("the model failed: {err}"),
+            StopCause::Error(err) => err.clone(),
+        }
+    }
+}
+
+/// One verified attempt.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub iteration: u32,
+    /// Files differing from the original when it was verified.
+    pub changed: Vec<String>,
+    pub outcome: String,
+    pub rolled_back: bool,
+    pub model_note: String,
+}
+
+pub struct Context<'a> {
+    pub cause: &'a StopCause,
+    pub goal: &'a str,
+    pub attempts: &'a [Attempt],
+    pub last: Option<String>,
+    pub last_failure_focus: Option<String>,
+    pub model_text: &'a str,
+    pub restore_note: Option<&'a str>,
+    pub budget: &'a Budget,
+    /// The last test run hit its timeout.
+    pub test_timed_out: bool,
+}
+
+pub fn summary(cx: &Context<'_>) -> String {
+    if matches!(cx.cause, StopCause::Success) {
+        let text = cx.model_text.trim();
+        return if text.is_empty() {
+            "Verification passed.".to_owned()
+        } else {
+            text.to_owned()
+        };
+    }
+    let mut out = format!(
+        "Stopped without reaching the goal ({}): {}.\n",
+        cx.goal.trim(),
+        cx.cause.describe(cx.budget)
+    );
+    if cx.attempts.is_empty() {
+        out.push_str("No attempt was verified.\n");
+    } else {
+        out.push_str("What was tried:\n");
+        for a in cx.attempts {
+            let files = if a.changed.is_empty() {
+                "no file changes".to_owned()
+            } else {
+                format!("changed {}", a.changed.join(", "))
+            };
+            out.push_str(&format!(
+                "- attempt {}: {files} → {}{}\n",
+                a.iteration,
+                a.outcome,
+                if a.rolled_back {
+                    " (worse than before; rolled back)"
+                } else {
+                    ""
+                }
+            ));
+            if !a.model_note.trim().is_empty() {
+                out.push_str(&format!(
+                    "  (the model said: {})\n",
+                    crate::model::shorten_for_display(a.model_note.trim(), 160)
+                ));
+            }
+        }
+    }
+    if let Some(note) = cx.restore_note {
+        out.push_str(note);
+        out.push('\n');
+    }
+    if let Some(focus) = cx.last_failure_focus.as_deref().filter(|f| !f.trim().is_empty()) {
+        out.push_str("What still fails:\n");
+        for line in focus.lines().take(12) {
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    } else if let Some(last) = cx.last.as_deref() {
+        out.push_str("Last verification:\n");
+        for line in last.lines().take(8) {
+            out.push_str("  ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !cx.model_text.trim().is_empty() {
+        out.push_str("The model's last note: ");
+        out.push_str(&crate::model::shorten_for_display(cx.model_text.trim(), 400));
+        out.push('\n');
+    }
+    out.push_str("Next: ");
+    out.push_str(&next_step(cx));
+    out
+}
+
+/// A concrete suggestion from how the task stopped.
+fn next_step(cx: &Context<'_>) -> String {
+    match cx.cause {
+        StopCause::Cancelled => "run the task again, or `fettle.undo` / `fettle fix --undo` to drop its changes.".to_owned(),
+        StopCause::Model(_) => "check the model with `fettle doctor`, then run the task again.".to_owned(),
+        StopCause::Error(_) => "fix the problem above (the test command must run from the workspace root), then run again.".to_owned(),
+        _ if cx.test_timed_out => "the test command did not finish within `agent.test_timeout_s`: look for a hang (an infinite loop, a server waiting for input) or raise the limit.".to_owned(),
+        StopCause::Tokens | StopCause::ToolCalls | StopCause::Timeout | StopCause::Iterations => {
+            let target = cx
+                .last_failure_focus
+                .as_deref()
+                .and_then(|f| f.lines().find(|l| l.contains(':') && !l.trim().is_empty()))
+                .map(|l| format!("start from `{}`", l.trim()))
+                .unwrap_or_else(|| "narrow the goal to one failing test".to_owned());
+            format!(
+                "{target}; give the task more room (a larger budget) or a more specific goal, or use a stronger model."
+            )
+        }
+        StopCause::Success => String::new(),
+    }
+}

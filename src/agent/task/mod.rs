@@ -1,0 +1,494 @@
+//! One task: read → plan → act → verify → repair, within a budget.
+//!
+//! An *iteration* is one attempt: model turns (each may call tools) until the
+//! model ends its turn without a tool call, then verification. An attempt
+//! that scores worse than the best so far is rolled back before the next;
+//! when the task gives up, the best state reached (or the original) is
+//! restored.
+
+mod check;
+mod diff;
+mod explain;
+mod files;
+mod prompt;
+mod tools;
+mod turn;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::cancel::Cancel;
+use super::checkpoint::CheckpointStore;
+use super::host::Host;
+use super::paths::WorkspacePaths;
+use super::redact::Redactor;
+use super::types::{EventKind, TaskEvent, TaskResult, TaskSpec, TaskStatus, Tokens};
+use crate::index::WorkspaceIndex;
+use crate::model::{Message, Model};
+
+pub use check::Score;
+pub use diff::unified as unified_diff;
+use check::{CheckSettings, Verification};
+use explain::{Attempt, StopCause};
+use files::{Files, TreeBytes};
+
+/// What a task runs against.
+pub struct TaskEnv {
+    pub model: Model,
+    pub host: Arc<dyn Host>,
+    pub index: Arc<WorkspaceIndex>,
+    pub store: CheckpointStore,
+}
+
+/// Runs the task to its end and returns its result; never panics on bad
+/// input, a failing model or a hanging test (those end the task with a
+/// status and an explanation).
+pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: Cancel) -> TaskResult {
+    let started = Instant::now();
+    let paths = match WorkspacePaths::new(&spec.root) {
+        Ok(paths) => paths,
+        Err(err) => {
+            return TaskResult {
+                task_id: spec.id.clone(),
+                status: TaskStatus::Failed,
+                summary: format!(
+                    "The workspace {} cannot be used: {err}",
+                    spec.root.display()
+                ),
+                changed_files: Vec::new(),
+                diff: String::new(),
+                iterations: 0,
+                tool_calls: 0,
+                tokens: Tokens::default(),
+                elapsed_ms: 0,
+            };
+        }
+    };
+    let files = Files::new(
+        paths,
+        env.host.clone(),
+        env.store,
+        spec.id.clone(),
+        spec.goal.clone(),
+    );
+    let redactor = Redactor::from_workspace(&spec.root);
+    let mut task = Task {
+        spec,
+        model: env.model,
+        host: env.host,
+        index: env.index,
+        files,
+        redactor,
+        cancel,
+        started,
+        messages: Vec::new(),
+        iterations: 0,
+        tool_calls: 0,
+        tokens: Tokens::default(),
+        attempts: Vec::new(),
+        dirty: true,
+        last_text: String::new(),
+        restore_note: None,
+    };
+    task.run().await
+}
+
+pub(crate) struct Task {
+    spec: TaskSpec,
+    model: Model,
+    host: Arc<dyn Host>,
+    index: Arc<WorkspaceIndex>,
+    files: Files,
+    redactor: Redactor,
+    cancel: Cancel,
+    started: Instant,
+    messages: Vec<Message>,
+    iterations: u32,
+    tool_calls: u32,
+    tokens: Tokens,
+    attempts: Vec<Attempt>,
+    /// Files changed since the last verification.
+    dirty: bool,
+    /// The model's last words (its summary when it ends a turn).
+    last_text: String,
+    /// What giving up put back, for the summary.
+    restore_note: Option<String>,
+}
+
+/// Why the act phase of an iteration ended early.
+enum Interrupt {
+    Stop(StopCause),
+}
+
+impl Task {
+    async fn run(&mut self) -> TaskResult {
+        self.status(&format!("Started: {}", self.spec.goal.trim()));
+        let baseline = match self.verify().await {
+            Ok(v) => v,
+            Err(cause) => return self.finish(cause, None).await,
+        };
+        self.event(
+            EventKind::Verify,
+            format!("Before any change: {}", baseline.headline()),
+            json!({ "iteration": 0, "passed": baseline.passed, "score": score_json(&baseline.score) }),
+        );
+        if baseline.passed && self.spec.goal_is_tests() {
+            self.last_text = "The tests already pass; nothing to do.".to_owned();
+            return self.finish(StopCause::Success, Some(&baseline)).await;
+        }
+        let mut best: (check::Score, Option<TreeBytes>) = (baseline.score, None);
+        let first = self.first_message(&baseline);
+        self.push(Message::system(prompt::SYSTEM_PROMPT));
+        self.push(Message::user(first));
+
+        let mut last = baseline;
+        while self.iterations < self.spec.budget.max_iterations {
+            self.iterations += 1;
+            let iteration = self.iterations;
+            self.status(&format!(
+                "Iteration {iteration} of {}",
+                self.spec.budget.max_iterations
+            ));
+            let acted = self.act().await;
+            if let Err(Interrupt::Stop(cause)) = acted {
+                // Budget or cancellation mid-attempt: judge what is there.
+                if matches!(cause, StopCause::Cancelled) {
+                    return self.finish(cause, Some(&last)).await;
+                }
+                if self.dirty {
+                    if let Ok(v) = self.verify().await {
+                        self.record_attempt(iteration, &v, &mut best).await;
+                        last = v;
+                        if last.passed {
+                            return self.finish(StopCause::Success, Some(&last)).await;
+                        }
+                    }
+                }
+                return self.give_up(cause, best, &last).await;
+            }
+            let verification = if self.dirty {
+                match self.verify().await {
+                    Ok(v) => v,
+                    Err(cause) => return self.give_up(cause, best, &last).await,
+                }
+            } else {
+                // Nothing changed since the last run: its verdict stands.
+                last
+            };
+            let rolled_back = self.record_attempt(iteration, &verification, &mut best).await;
+            if verification.passed {
+                return self.finish(StopCause::Success, Some(&verification)).await;
+            }
+            let feedback = self.feedback(&verification, rolled_back.as_deref());
+            self.push(Message::user(feedback));
+            last = verification;
+        }
+        self.give_up(StopCause::Iterations, best, &last).await
+    }
+
+    /// Model turns until one ends without a tool call.
+    async fn act(&mut self) -> Result<(), Interrupt> {
+        loop {
+            self.check_budget().map_err(Interrupt::Stop)?;
+            let turn = self.model_turn().await.map_err(Interrupt::Stop)?;
+            let calls = turn.tool_calls.clone();
+            self.push(Message {
+                tool_calls: calls.clone(),
+                ..Message::assistant(turn.text.clone())
+            });
+            if !turn.text.trim().is_empty() {
+                self.last_text = turn.text.trim().to_owned();
+            }
+            if calls.is_empty() {
+                if let Some(note) = turn.note {
+                    // A malformed answer: tell the model and let it retry.
+                    self.push(Message::user(note));
+                    continue;
+                }
+                return Ok(());
+            }
+            let results = self.run_tools(&calls).await?;
+            for message in results {
+                self.push(message);
+            }
+        }
+    }
+
+    /// Verifies the current state and records it as an attempt; rolls back
+    /// when it is worse than the best so far. Returns the rollback note.
+    async fn record_attempt(
+        &mut self,
+        iteration: u32,
+        v: &Verification,
+        best: &mut (check::Score, Option<TreeBytes>),
+    ) -> Option<String> {
+        let changed: Vec<String> = self
+            .files
+            .changed_files()
+            .iter()
+            .map(|p| self.files.paths.relative(p))
+            .collect();
+        let ordering = v.score.cmp_quality(&best.0);
+        let mut note = None;
+        match ordering {
+            std::cmp::Ordering::Less => {
+                *best = (v.score, Some(self.files.capture()));
+            }
+            std::cmp::Ordering::Greater => {
+                let target = best.1.clone().unwrap_or_else(|| self.files.originals());
+                match self.files.restore(&target).await {
+                    Ok(restored) => {
+                        let names: Vec<String> =
+                            restored.iter().map(|p| self.files.paths.relative(p)).collect();
+                        note = Some(format!(
+                            "This attempt made things worse ({} → {}), so Fettle rolled it back; {} now as they were at the best state so far ({}).",
+                            best.0.describe(),
+                            v.score.describe(),
+                            if names.is_empty() { "the files are".to_owned() } else { names.join(", ") + " are" },
+                            best.0.describe()
+                        ));
+                        self.dirty = true;
+                    }
+                    Err(err) => tracing::warn!(%err, "rollback failed"),
+                }
+            }
+            std::cmp::Ordering::Equal => {}
+        }
+        self.event(
+            EventKind::Verify,
+            format!("Iteration {iteration}: {}", v.headline()),
+            json!({
+                "iteration": iteration,
+                "passed": v.passed,
+                "score": score_json(&v.score),
+                "rolledBack": note.is_some(),
+            }),
+        );
+        self.attempts.push(Attempt {
+            iteration,
+            changed,
+            outcome: v.headline(),
+            rolled_back: note.is_some(),
+            model_note: self.last_text.clone(),
+        });
+        note
+    }
+
+    async fn verify(&mut self) -> Result<Verification, StopCause> {
+        let mut checked = self.files.touched.clone();
+        if let Some(focus) = &self.spec.focus {
+            if !checked.contains(&focus.path) {
+                checked.push(focus.path.clone());
+            }
+        }
+        let settings = CheckSettings {
+            root: self.files.root(),
+            test_command: self.spec.test_command.as_deref(),
+            timeout: self.spec.test_timeout,
+            allow_env: &self.spec.allow_env,
+        };
+        self.event(
+            EventKind::Status,
+            match settings.test_command {
+                Some(cmd) => format!("Verifying: `{cmd}` and syntax checks"),
+                None => "Verifying: syntax checks".to_owned(),
+            },
+            json!({}),
+        );
+        let files = &self.files;
+        let read = |p: &std::path::Path| files.text(p);
+        let result = check::verify(&settings, &checked, &read, &self.cancel).await;
+        if self.cancel.is_cancelled() {
+            return Err(StopCause::Cancelled);
+        }
+        self.dirty = false;
+        result.map_err(|err| StopCause::Error(format!("could not run the tests: {err}")))
+    }
+
+    fn check_budget(&self) -> Result<(), StopCause> {
+        if self.cancel.is_cancelled() {
+            return Err(StopCause::Cancelled);
+        }
+        let budget = &self.spec.budget;
+        if self.tool_calls >= budget.max_tool_calls {
+            return Err(StopCause::ToolCalls);
+        }
+        if self.tokens.total() >= budget.max_tokens {
+            return Err(StopCause::Tokens);
+        }
+        if self.started.elapsed() >= budget.timeout {
+            return Err(StopCause::Timeout);
+        }
+        Ok(())
+    }
+
+    fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::from_std(self.started + self.spec.budget.timeout)
+    }
+
+    fn push(&mut self, mut message: Message) {
+        // Nothing secret leaves the machine: every message is redacted once,
+        // when it enters the conversation.
+        if let std::borrow::Cow::Owned(redacted) = self.redactor.redact(&message.content) {
+            message.content = redacted;
+        }
+        self.messages.push(message);
+    }
+
+    fn event(&self, kind: EventKind, text: String, data: serde_json::Value) {
+        self.host.event(TaskEvent {
+            task_id: self.spec.id.clone(),
+            kind,
+            text,
+            data,
+        });
+    }
+
+    fn status(&self, text: &str) {
+        self.event(EventKind::Status, text.to_owned(), json!({}));
+    }
+
+    fn first_message(&self, baseline: &Verification) -> String {
+        let focus_excerpt = self.spec.focus.as_ref().and_then(|focus| {
+            let text = self.files.text(&focus.path)?;
+            let rel = self.files.paths.relative(&focus.path);
+            let lines: Vec<&str> = text.lines().collect();
+            let (start, end) = match focus.lines {
+                Some((a, b)) => (a.max(1) as usize, (b as usize).min(lines.len())),
+                None => (1, lines.len().min(200)),
+            };
+            let numbered = tools::numbered(&lines, start, end);
+            Some(prompt::data("file", &rel, &numbered))
+        });
+        let mut focus = super::repo_map::Focus::from_text(
+            &format!("{}\n{}", self.spec.goal, baseline.for_model(None)),
+            self.files.root(),
+            &self.index,
+        );
+        if let Some(f) = &self.spec.focus {
+            focus.paths.push(f.path.clone());
+        }
+        if let Some(outcome) = &baseline.outcome {
+            let more = super::repo_map::Focus::from_text(&outcome.output, self.files.root(), &self.index);
+            focus.paths.extend(more.paths);
+            focus.identifiers.extend(more.identifiers);
+        }
+        let map = super::repo_map::repo_map(&self.index, self.files.root(), &focus, 1024);
+        prompt::task_message(
+            &self.spec,
+            focus_excerpt,
+            &map,
+            &baseline.for_model(self.spec.test_command.as_deref()),
+        )
+    }
+
+    fn feedback(&self, v: &Verification, rolled_back: Option<&str>) -> String {
+        let mut out = format!(
+            "Verification after iteration {} of {} failed.\n",
+            self.iterations, self.spec.budget.max_iterations
+        );
+        out.push_str(&prompt::data(
+            "verification",
+            "fettle",
+            &v.for_model(self.spec.test_command.as_deref()),
+        ));
+        out.push('\n');
+        if let Some(note) = rolled_back {
+            out.push_str(note);
+            out.push('\n');
+        }
+        out.push_str("Read the failures, fix the code, and end your turn when done.");
+        out
+    }
+
+    async fn give_up(
+        &mut self,
+        cause: StopCause,
+        best: (check::Score, Option<TreeBytes>),
+        last: &Verification,
+    ) -> TaskResult {
+        if matches!(cause, StopCause::Cancelled) {
+            return self.finish(cause, Some(last)).await;
+        }
+        let target = best.1.clone().unwrap_or_else(|| self.files.originals());
+        let restored = match self.files.restore(&target).await {
+            Ok(paths) => paths,
+            Err(err) => {
+                tracing::warn!(%err, "could not restore the best state");
+                Vec::new()
+            }
+        };
+        let kept_best = best.1.is_some();
+        self.attempts_restored(restored, kept_best, best.0);
+        self.finish(cause, Some(last)).await
+    }
+
+    fn attempts_restored(&mut self, restored: Vec<PathBuf>, kept_best: bool, score: check::Score) {
+        let names: Vec<String> = restored.iter().map(|p| self.files.paths.relative(p)).collect();
+        let what = if kept_best {
+            format!("the best state reached ({})", score.describe())
+        } else {
+            "the original files (no attempt improved on them)".to_owned()
+        };
+        let text = if names.is_empty() {
+            format!("Kept {what}.")
+        } else {
+            format!("Restored {what}: {}.", names.join(", "))
+        };
+        self.status(&text);
+        self.restore_note = Some(text);
+    }
+
+    async fn finish(&mut self, cause: StopCause, last: Option<&Verification>) -> TaskResult {
+        let status = cause.status();
+        let summary = explain::summary(&explain::Context {
+            cause: &cause,
+            goal: &self.spec.goal,
+            attempts: &self.attempts,
+            last: last.map(|v| v.for_model(self.spec.test_command.as_deref())),
+            last_failure_focus: last.and_then(|v| v.report.as_ref()).map(|r| r.summary_for_model()),
+            model_text: &self.last_text,
+            restore_note: self.restore_note.as_deref(),
+            budget: &self.spec.budget,
+            test_timed_out: last
+                .and_then(|v| v.outcome.as_ref())
+                .is_some_and(|o| o.timed_out),
+        });
+        self.files.finish(status.as_str());
+        let result = TaskResult {
+            task_id: self.spec.id.clone(),
+            status,
+            summary,
+            changed_files: self.files.changed_files(),
+            diff: self.files.diff(),
+            iterations: self.iterations,
+            tool_calls: self.tool_calls,
+            tokens: self.tokens,
+            elapsed_ms: self.started.elapsed().as_millis() as u64,
+        };
+        self.event(
+            EventKind::Status,
+            format!("Finished: {}", status.as_str()),
+            json!({
+                "status": status.as_str(),
+                "iterations": result.iterations,
+                "toolCalls": result.tool_calls,
+                "tokens": result.tokens,
+                "elapsedMs": result.elapsed_ms,
+            }),
+        );
+        result
+    }
+}
+
+fn score_json(score: &check::Score) -> serde_json::Value {
+    json!({
+        "syntaxErrors": score.syntax_errors,
+        "broken": score.broken,
+        "failed": score.failed,
+        "passed": score.passed,
+    })
+}

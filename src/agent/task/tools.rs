@@ -1,0 +1,497 @@
+//! The model's tools: narrow schemas, observations shaped for a model
+//! (delimited data, head+tail truncation, "no output" said out loud).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::explain::StopCause;
+use super::{prompt, Interrupt, Task};
+use crate::agent::edit::FileOp;
+use crate::agent::exec::{self, CommandSpec, Limits};
+use crate::agent::output::{self, NO_OUTPUT};
+use crate::agent::redact::is_secret_path;
+use crate::agent::repo_map::{repo_map, Focus};
+use crate::agent::search::{search, SearchArgs};
+use crate::agent::types::EventKind;
+use crate::config::CommandPolicy;
+use crate::model::{Message, ToolCall, ToolDef};
+
+/// Lines `read_file` shows when no range is asked for.
+const READ_WINDOW: usize = 200;
+/// Observations longer than this are cut (head and tail kept).
+const MAX_OBSERVATION_BYTES: usize = 10 * 1024;
+const MAX_OBSERVATION_LINES: usize = 256;
+const REPO_MAP_TOKENS: usize = 1500;
+
+pub fn definitions() -> Vec<ToolDef> {
+    fn def(name: &str, description: &str, parameters: Value) -> ToolDef {
+        ToolDef {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            parameters,
+        }
+    }
+    let path = json!({ "type": "string", "description": "relative to the workspace root" });
+    vec![
+        def("search", "Search the workspace's files (respects .gitignore). Literal text unless regex is true; case-insensitive when the pattern is all lowercase. Returns `path:line: text` lines.", json!({
+            "type": "object",
+            "properties": {
+                "pattern": { "type": "string" },
+                "regex": { "type": "boolean" },
+                "path": { "type": "string", "description": "a file or directory to search in, relative to the workspace root" },
+                "max_results": { "type": "integer", "minimum": 1, "maximum": 200 }
+            },
+            "required": ["pattern"]
+        })),
+        def("repo_map", "A ranked outline of the workspace's files and definitions, most relevant to the focus first.", json!({
+            "type": "object",
+            "properties": { "focus": { "type": "array", "items": { "type": "string" }, "description": "paths or identifiers to center the map on" } }
+        })),
+        def("find_symbol", "Where a function, type, class or other symbol is defined: path, line, kind, signature.", json!({
+            "type": "object",
+            "properties": { "name": { "type": "string" } },
+            "required": ["name"]
+        })),
+        def("read_file", "Read a file with 1-based line numbers (a window of lines; ask for more with start_line/end_line).", json!({
+            "type": "object",
+            "properties": {
+                "path": path,
+                "start_line": { "type": "integer", "minimum": 1 },
+                "end_line": { "type": "integer", "minimum": 1 }
+            },
+            "required": ["path"]
+        })),
+        def("edit", "Replace the lines `search` with `replace` in one file. `search` must match the file's lines exactly once (copy them from read_file, without line numbers; include context to make it unique). All edits of one turn are applied together or not at all.", json!({
+            "type": "object",
+            "properties": { "path": path, "search": { "type": "string" }, "replace": { "type": "string" } },
+            "required": ["path", "search", "replace"]
+        })),
+        def("write_file", "Create a file, or replace a whole file.", json!({
+            "type": "object",
+            "properties": { "path": path, "content": { "type": "string" } },
+            "required": ["path", "content"]
+        })),
+        def("run_tests", "Run the workspace's test command now. Returns the exit code, pass/fail counts and the head and tail of the output.", json!({
+            "type": "object",
+            "properties": { "filter": { "type": "string", "description": "only tests whose names match" } }
+        })),
+        def("run_command", "Run a shell command in the workspace root (subject to the user's command policy).", json!({
+            "type": "object",
+            "properties": { "command": { "type": "string" } },
+            "required": ["command"]
+        })),
+        def("diagnostics", "Current syntax errors of one file, or of the files changed so far.", json!({
+            "type": "object",
+            "properties": { "path": path }
+        })),
+    ]
+}
+
+#[derive(Deserialize)]
+struct SearchParams {
+    pattern: String,
+    #[serde(default)]
+    regex: bool,
+    path: Option<String>,
+    max_results: Option<usize>,
+}
+#[derive(Deserialize)]
+struct RepoMapParams {
+    #[serde(default)]
+    focus: Vec<String>,
+}
+#[derive(Deserialize)]
+struct NameParams {
+    name: String,
+}
+#[derive(Deserialize)]
+struct ReadParams {
+    path: String,
+    start_line: Option<usize>,
+    end_line: Option<usize>,
+}
+#[derive(Deserialize)]
+struct EditParams {
+    path: String,
+    search: String,
+    replace: String,
+}
+#[derive(Deserialize)]
+struct WriteParams {
+    path: String,
+    content: String,
+}
+#[derive(Deserialize)]
+struct TestParams {
+    filter: Option<String>,
+}
+#[derive(Deserialize)]
+struct CommandParams {
+    command: String,
+}
+#[derive(Deserialize)]
+struct PathParams {
+    path: Option<String>,
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, String> {
+    let args = if call.arguments.is_null() {
+        json!({})
+    } else {
+        call.arguments.clone()
+    };
+    serde_json::from_value(args).map_err(|err| format!("invalid arguments for `{}`: {err}", call.name))
+}
+
+/// `1│ text` lines from `start` to `end` (1-based, inclusive).
+pub fn numbered(lines: &[&str], start: usize, end: usize) -> String {
+    let width = end.max(1).to_string().len();
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate().take(end).skip(start.saturating_sub(1)) {
+        out.push_str(&format!("{:>width$}│ {line}\n", i + 1));
+    }
+    out
+}
+
+impl Task {
+    /// Runs one turn's tool calls. File edits of the turn are validated
+    /// together and written all-or-nothing (at the position of the first
+    /// one); the other tools run in order.
+    pub(super) async fn run_tools(&mut self, calls: &[ToolCall]) -> Result<Vec<Message>, Interrupt> {
+        let mut results: Vec<Option<String>> = vec![None; calls.len()];
+        let mut budget_left = self.spec.budget.max_tool_calls.saturating_sub(self.tool_calls) as usize;
+        let mut file_ops: Vec<(usize, FileOp)> = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            if budget_left == 0 {
+                results[i] = Some("Not run: the task's tool-call budget is spent.".to_owned());
+                continue;
+            }
+            budget_left -= 1;
+            self.tool_calls += 1;
+            self.event(
+                EventKind::ToolCall,
+                format!("{} {}", call.name, crate::model::shorten_for_display(&call.arguments.to_string(), 200)),
+                json!({ "id": call.id, "name": call.name, "arguments": call.arguments }),
+            );
+            match call.name.as_str() {
+                "edit" | "write_file" => match self.file_op(call) {
+                    Ok(op) => file_ops.push((i, op)),
+                    Err(err) => results[i] = Some(err),
+                },
+                _ => {
+                    if self.cancel.is_cancelled() {
+                        return Err(Interrupt::Stop(StopCause::Cancelled));
+                    }
+                    results[i] = Some(self.run_tool(call).await?);
+                }
+            }
+        }
+        if !file_ops.is_empty() {
+            let ops: Vec<FileOp> = file_ops.iter().map(|(_, op)| op.clone()).collect();
+            let before = self.files.capture();
+            let reports = self.files.apply_step(&ops).await;
+            for report in reports {
+                let Some((call_index, _)) = file_ops.get(report.index) else {
+                    continue;
+                };
+                results[*call_index] = Some(match report.result {
+                    Ok(done) => done,
+                    Err(why) => format!("Not applied: {why}"),
+                });
+            }
+            self.report_edits(&before);
+        }
+        let mut messages = Vec::with_capacity(calls.len());
+        for (call, result) in calls.iter().zip(results) {
+            let text = result.unwrap_or_else(|| "Not run.".to_owned());
+            let shaped = output::head_tail(&text, MAX_OBSERVATION_BYTES, MAX_OBSERVATION_LINES);
+            self.event(
+                EventKind::ToolResult,
+                crate::model::shorten_for_display(&shaped, 400),
+                json!({ "id": call.id, "name": call.name }),
+            );
+            messages.push(Message::tool_result(
+                call.id.clone(),
+                prompt::data("tool_output", &call.name, &shaped),
+            ));
+        }
+        Ok(messages)
+    }
+
+    /// An `edit` event per file the step changed, with its diff.
+    fn report_edits(&mut self, before: &super::files::TreeBytes) {
+        for path in self.files.touched.clone() {
+            let old = before.get(&path).cloned().flatten();
+            let new = std::fs::read(&path).ok();
+            if old == new {
+                continue;
+            }
+            self.dirty = true;
+            let rel = self.files.paths.relative(&path);
+            let diff = super::diff::unified(&rel, old.as_deref(), new.as_deref());
+            self.event(
+                EventKind::Edit,
+                format!("Edited {rel}"),
+                json!({ "path": rel, "uri": file_uri(&path), "diff": diff }),
+            );
+        }
+    }
+
+    fn file_op(&self, call: &ToolCall) -> Result<FileOp, String> {
+        match call.name.as_str() {
+            "edit" => {
+                let p: EditParams = parse(call)?;
+                let path = self.writable(&p.path)?;
+                Ok(FileOp::Edit { path, search: p.search, replace: p.replace })
+            }
+            _ => {
+                let p: WriteParams = parse(call)?;
+                let path = self.writable(&p.path)?;
+                Ok(FileOp::Write { path, content: p.content })
+            }
+        }
+    }
+
+    fn writable(&self, rel: &str) -> Result<PathBuf, String> {
+        let path = self.files.paths.resolve_for_write(rel).map_err(|e| e.to_string())?;
+        if is_secret_path(&path) {
+            return Err(format!("{rel} holds secrets; Fettle does not let the model write it"));
+        }
+        Ok(path)
+    }
+
+    fn readable(&self, rel: &str) -> Result<PathBuf, String> {
+        let path = self.files.paths.resolve(rel).map_err(|e| e.to_string())?;
+        if is_secret_path(&path) {
+            return Err(format!("{rel} holds secrets; its contents are never sent to the model"));
+        }
+        Ok(path)
+    }
+
+    async fn run_tool(&mut self, call: &ToolCall) -> Result<String, Interrupt> {
+        let result = match call.name.as_str() {
+            "search" => self.tool_search(call),
+            "repo_map" => self.tool_repo_map(call),
+            "find_symbol" => self.tool_find_symbol(call),
+            "read_file" => self.tool_read(call),
+            "run_tests" => return self.tool_run_tests(call).await,
+            "run_command" => return self.tool_run_command(call).await,
+            "diagnostics" => self.tool_diagnostics(call),
+            other => Err(format!(
+                "unknown tool `{other}`; the tools are: search, repo_map, find_symbol, read_file, edit, write_file, run_tests, run_command, diagnostics"
+            )),
+        };
+        Ok(result.unwrap_or_else(|err| format!("Error: {err}")))
+    }
+
+    fn tool_search(&self, call: &ToolCall) -> Result<String, String> {
+        let p: SearchParams = parse(call)?;
+        let path = match &p.path {
+            Some(rel) if !rel.is_empty() && rel != "." => Some(self.readable(rel)?),
+            _ => None,
+        };
+        let args = SearchArgs {
+            pattern: p.pattern,
+            regex: p.regex,
+            path,
+            max_results: p.max_results.unwrap_or(50).clamp(1, 200),
+        };
+        search(self.files.root(), &args)
+            .map(|r| r.render())
+            .map_err(|e| e.to_string())
+    }
+
+    fn tool_repo_map(&self, call: &ToolCall) -> Result<String, String> {
+        let p: RepoMapParams = parse(call)?;
+        let mut focus = Focus { paths: Vec::new(), identifiers: Vec::new() };
+        for item in p.focus {
+            match self.files.paths.resolve(&item) {
+                Ok(path) if path.exists() => focus.paths.push(path),
+                _ => focus.identifiers.push(item),
+            }
+        }
+        Ok(repo_map(&self.index, self.files.root(), &focus, REPO_MAP_TOKENS))
+    }
+
+    fn tool_find_symbol(&self, call: &ToolCall) -> Result<String, String> {
+        let p: NameParams = parse(call)?;
+        let mut found = self.index.definitions(&p.name);
+        let exact = !found.is_empty();
+        if !exact {
+            found = self.index.search(&p.name, 10);
+        }
+        if found.is_empty() {
+            return Ok(format!("no definition of `{}` in the index; try `search`", p.name));
+        }
+        let mut out = String::new();
+        if !exact {
+            out.push_str(&format!("no exact definition of `{}`; closest names:\n", p.name));
+        }
+        for sym in found.iter().take(20) {
+            let rel = self.files.paths.relative(&sym.path);
+            let detail = sym.detail.as_deref().unwrap_or(&sym.name);
+            out.push_str(&format!(
+                "{rel}:{}: {:?} {}\n",
+                sym.selection.0.line + 1,
+                sym.kind,
+                detail
+            ));
+        }
+        Ok(out)
+    }
+
+    fn tool_read(&self, call: &ToolCall) -> Result<String, String> {
+        let p: ReadParams = parse(call)?;
+        let path = self.readable(&p.path)?;
+        if path.is_dir() {
+            return Err(format!("{} is a directory; use `search` or `repo_map` to find files", p.path));
+        }
+        let text = self
+            .files
+            .read(&path)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{} does not exist", p.path))?;
+        let lines: Vec<&str> = text.lines().collect();
+        let total = lines.len();
+        if total == 0 {
+            return Ok(format!("{} is empty", p.path));
+        }
+        let start = p.start_line.unwrap_or(1).clamp(1, total);
+        let end = p
+            .end_line
+            .unwrap_or(start + READ_WINDOW - 1)
+            .clamp(start, total)
+            .min(start + 2 * READ_WINDOW - 1);
+        let mut out = numbered(&lines, start, end);
+        if start > 1 || end < total {
+            out.push_str(&format!("[lines {start}-{end} of {total}; ask for start_line/end_line to see more]\n"));
+        }
+        Ok(out)
+    }
+
+    fn tool_diagnostics(&self, call: &ToolCall) -> Result<String, String> {
+        let p: PathParams = parse(call)?;
+        let files: Vec<PathBuf> = match &p.path {
+            Some(rel) => vec![self.readable(rel)?],
+            None => {
+                let mut f = self.files.touched.clone();
+                if let Some(focus) = &self.spec.focus {
+                    f.push(focus.path.clone());
+                }
+                f
+            }
+        };
+        let files_ref = &self.files;
+        let read = |p: &Path| files_ref.text(p);
+        let problems = super::check::syntax_problems(self.files.root(), &files, &read);
+        Ok(if problems.is_empty() {
+            format!("no syntax errors in {} file(s)", files.len())
+        } else {
+            problems.join("\n")
+        })
+    }
+
+    async fn tool_run_tests(&mut self, call: &ToolCall) -> Result<String, Interrupt> {
+        let p = match parse::<TestParams>(call) {
+            Ok(p) => p,
+            Err(err) => return Ok(format!("Error: {err}")),
+        };
+        let Some(command) = self.spec.test_command.clone() else {
+            return Ok("No test command is configured or detected for this workspace.".to_owned());
+        };
+        let command = match p.filter.filter(|f| !f.trim().is_empty()) {
+            Some(filter) => with_filter(&command, &filter),
+            None => command,
+        };
+        let settings = super::check::CheckSettings {
+            root: self.files.root(),
+            test_command: Some(&command),
+            timeout: self.spec.test_timeout,
+            allow_env: &self.spec.allow_env,
+        };
+        let spec = super::check::test_spec(&settings, command.clone());
+        let outcome = self.run_spec(&spec).await?;
+        let report = crate::agent::verify::parse_test_output(&outcome.output, self.files.root());
+        let mut out = format!("`{command}`: {}\n", outcome.describe().lines().next().unwrap_or(""));
+        out.push_str(&report.summary_for_model());
+        out.push_str("\nOutput:\n");
+        out.push_str(&if outcome.output.trim().is_empty() {
+            NO_OUTPUT.to_owned()
+        } else {
+            output::head_tail(&outcome.output, 6 * 1024, 150)
+        });
+        Ok(out)
+    }
+
+    async fn tool_run_command(&mut self, call: &ToolCall) -> Result<String, Interrupt> {
+        let p = match parse::<CommandParams>(call) {
+            Ok(p) => p,
+            Err(err) => return Ok(format!("Error: {err}")),
+        };
+        let allowed = match self.spec.command_policy {
+            CommandPolicy::Never => false,
+            CommandPolicy::Auto => true,
+            CommandPolicy::Ask => {
+                let host = self.host.clone();
+                tokio::select! {
+                    () = self.cancel.cancelled() => return Err(Interrupt::Stop(StopCause::Cancelled)),
+                    ok = host.approve(&p.command) => ok,
+                }
+            }
+        };
+        if !allowed {
+            return Ok(match self.spec.command_policy {
+                CommandPolicy::Never => format!(
+                    "Not run: `{}` — running commands is disabled (`agent.commands = \"never\"`). Use the other tools.",
+                    p.command
+                ),
+                _ => format!("Not run: the user declined `{}`.", p.command),
+            });
+        }
+        let spec = CommandSpec {
+            command: p.command.clone(),
+            cwd: self.files.root().to_path_buf(),
+            timeout: self.spec.command_timeout,
+            max_output_bytes: MAX_OBSERVATION_BYTES,
+            max_output_lines: MAX_OBSERVATION_LINES,
+            env_allow: self.spec.allow_env.clone(),
+            limits: Limits::default(),
+        };
+        let outcome = self.run_spec(&spec).await?;
+        // The command may have changed files: verify again before judging.
+        self.dirty = true;
+        Ok(outcome.describe())
+    }
+
+    async fn run_spec(&mut self, spec: &CommandSpec) -> Result<exec::CommandOutcome, Interrupt> {
+        let outcome = exec::run(spec, &self.cancel).await;
+        if self.cancel.is_cancelled() {
+            return Err(Interrupt::Stop(StopCause::Cancelled));
+        }
+        outcome.map_err(|err| {
+            Interrupt::Stop(StopCause::Error(format!("could not start `{}`: {err}", spec.command)))
+        })
+    }
+}
+
+/// The test command narrowed to tests matching `filter`, in the runner's syntax.
+fn with_filter(command: &str, filter: &str) -> String {
+    let quoted = format!("'{}'", filter.replace('\'', "'\\''"));
+    if command.contains("pytest") {
+        format!("{command} -k {quoted}")
+    } else if command.starts_with("go test") {
+        format!("{command} -run {quoted}")
+    } else if command.starts_with("npm") {
+        format!("{command} -- --test-name-pattern={quoted}")
+    } else {
+        format!("{command} {quoted}")
+    }
+}
+
+fn file_uri(path: &Path) -> String {
+    tower_lsp::lsp_types::Url::from_file_path(path)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|()| path.display().to_string())
+}

@@ -1,0 +1,159 @@
+//! What a task is given and what it gives back (the protocol's task result
+//! and `fettle/taskEvent`, minus the LSP framing).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::{AgentConfig, CommandPolicy};
+
+/// The goal used when the user names none.
+pub const DEFAULT_GOAL: &str = "make the tests pass";
+
+#[derive(Clone, Debug)]
+pub struct TaskSpec {
+    pub id: String,
+    pub goal: String,
+    /// The workspace root (canonical).
+    pub root: PathBuf,
+    /// The file (and 1-based line range) the user pointed at, if any.
+    pub focus: Option<Focus>,
+    /// The test command (configured or detected); `None`: syntax checks only.
+    pub test_command: Option<String>,
+    pub budget: Budget,
+    pub command_policy: CommandPolicy,
+    pub allow_env: Vec<String>,
+    pub test_timeout: Duration,
+    pub command_timeout: Duration,
+}
+
+impl TaskSpec {
+    /// A task with the limits and policies of `config`.
+    pub fn from_config(id: String, goal: String, root: PathBuf, config: &AgentConfig) -> Self {
+        Self {
+            id,
+            goal,
+            root,
+            focus: None,
+            test_command: None,
+            budget: Budget {
+                max_iterations: config.max_iterations,
+                max_tool_calls: config.max_tool_calls,
+                max_tokens: config.max_tokens,
+                timeout: Duration::from_secs(config.timeout_s),
+            },
+            command_policy: config.commands,
+            allow_env: config.allow_env.clone(),
+            test_timeout: Duration::from_secs(config.test_timeout_s),
+            command_timeout: Duration::from_secs(config.command_timeout_s),
+        }
+    }
+
+    /// True when the goal is only "make the tests pass" (so passing tests
+    /// at the start mean there is nothing to do).
+    pub fn goal_is_tests(&self) -> bool {
+        self.goal.trim().eq_ignore_ascii_case(DEFAULT_GOAL)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Focus {
+    pub path: PathBuf,
+    /// 1-based, inclusive.
+    pub lines: Option<(u32, u32)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    pub max_iterations: u32,
+    pub max_tool_calls: u32,
+    pub max_tokens: u64,
+    pub timeout: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Success,
+    GaveUp,
+    Cancelled,
+    Failed,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Success => "success",
+            TaskStatus::GaveUp => "gave_up",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+}
+
+impl Tokens {
+    pub fn total(&self) -> u64 {
+        self.input + self.output
+    }
+}
+
+/// The task's outcome. `changed_files` are absolute paths; the entry points
+/// render them (as URIs over LSP).
+#[derive(Clone, Debug)]
+pub struct TaskResult {
+    pub task_id: String,
+    pub status: TaskStatus,
+    pub summary: String,
+    pub changed_files: Vec<PathBuf>,
+    pub diff: String,
+    pub iterations: u32,
+    pub tool_calls: u32,
+    pub tokens: Tokens,
+    pub elapsed_ms: u64,
+}
+
+impl TaskResult {
+    /// The protocol's JSON shape, with `uri` rendering each changed file.
+    pub fn to_json(&self, uri: impl Fn(&std::path::Path) -> String) -> Value {
+        serde_json::json!({
+            "taskId": self.task_id,
+            "status": self.status.as_str(),
+            "summary": self.summary,
+            "changedFiles": self.changed_files.iter().map(|p| uri(p)).collect::<Vec<_>>(),
+            "diff": self.diff,
+            "iterations": self.iterations,
+            "toolCalls": self.tool_calls,
+            "tokens": self.tokens,
+            "elapsedMs": self.elapsed_ms,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Text,
+    ToolCall,
+    ToolResult,
+    Edit,
+    Verify,
+    Status,
+}
+
+/// One `fettle/taskEvent`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskEvent {
+    pub task_id: String,
+    pub kind: EventKind,
+    pub text: String,
+    pub data: Value,
+}

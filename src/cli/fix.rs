@@ -1,0 +1,282 @@
+//! `fettle fix`: the repair loop from a terminal. Progress goes to stderr;
+//! stdout gets the final diff (or, with `--json`, the task result). Exit
+//! codes: 0 verified, 1 gave up (or failed, or cancelled), 2 usage or
+//! configuration errors.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::Args;
+use futures::future::BoxFuture;
+
+use crate::agent::checkpoint::CheckpointStore;
+use crate::agent::host::{BufferEdit, Host};
+use crate::agent::verify::detect_test_command;
+use crate::agent::{
+    run_task, Cancel, EventKind, TaskEnv, TaskEvent, TaskSpec, TaskStatus, DEFAULT_GOAL,
+};
+use crate::config::ConfigLayers;
+use crate::index::{IndexProgress, IndexSettings, WorkspaceIndex};
+use crate::model::{shorten_for_display, Models};
+
+#[derive(Debug, Args)]
+pub struct FixArgs {
+    /// What to achieve (default: "make the tests pass").
+    #[arg(long)]
+    goal: Option<String>,
+    /// The command that verifies the work (default: `agent.test_command`, else detected).
+    #[arg(long = "test", value_name = "CMD")]
+    test: Option<String>,
+    /// Most edit–test rounds (default: `agent.max_iterations`).
+    #[arg(long, value_name = "N")]
+    max_iterations: Option<u32>,
+    /// Approve every command the agent asks to run.
+    #[arg(long, short = 'y')]
+    yes: bool,
+    /// Print the task result as JSON on stdout instead of the diff.
+    #[arg(long)]
+    json: bool,
+    /// Restore the files the last task changed (byte for byte) instead of running one.
+    #[arg(long)]
+    undo: bool,
+    /// With --undo: which task (default: the latest).
+    #[arg(long, value_name = "ID", requires = "undo")]
+    task: Option<String>,
+    /// With --undo: also restore files changed after the task.
+    #[arg(long, requires = "undo")]
+    force: bool,
+    /// The workspace (default: the current directory).
+    path: Option<PathBuf>,
+}
+
+pub fn run(args: FixArgs) -> i32 {
+    crate::logging::init("warn");
+    let root = match super::workspace_or_cwd(args.path.clone()) {
+        Ok(root) => root,
+        Err(code) => return code,
+    };
+    if args.undo {
+        return undo(&root, args.task.as_deref(), args.force, args.json);
+    }
+    let (layers, file_errors) = ConfigLayers::load_files(std::slice::from_ref(&root));
+    if !file_errors.is_empty() {
+        for error in &file_errors {
+            eprintln!("fettle: {error}");
+        }
+        return 2;
+    }
+    let config = match layers.resolve() {
+        Ok(resolved) => resolved.config,
+        Err(err) => {
+            eprintln!("fettle: invalid configuration: {err}");
+            return 2;
+        }
+    };
+    if args.max_iterations == Some(0) {
+        eprintln!("fettle: --max-iterations must be greater than 0");
+        return 2;
+    }
+    let models = Models::from_config(&config);
+    let model = match models.get(&config.agent.model) {
+        Ok(model) => model,
+        Err(err) => {
+            eprintln!("fettle: the agent's model `{}` cannot be used: {err}", config.agent.model);
+            return 2;
+        }
+    };
+    let goal = args.goal.clone().unwrap_or_else(|| DEFAULT_GOAL.to_owned());
+    let id = format!("fix-{}-{}", std::process::id(), now_ms());
+    let mut spec = TaskSpec::from_config(id, goal, root.clone(), &config.agent);
+    if let Some(n) = args.max_iterations {
+        spec.budget.max_iterations = n;
+    }
+    spec.test_command = match args.test.clone().filter(|t| !t.trim().is_empty()) {
+        Some(cmd) => Some(cmd),
+        None if !config.agent.test_command.trim().is_empty() => Some(config.agent.test_command.clone()),
+        None => match detect_test_command(&root) {
+            Some(found) => {
+                eprintln!("fettle: testing with `{}` ({})", found.command, found.reason);
+                Some(found.command)
+            }
+            None => {
+                eprintln!("fettle: no test command found (give one with --test); verifying syntax only");
+                None
+            }
+        },
+    };
+    let store = match CheckpointStore::for_workspace(&root) {
+        Ok(store) => store,
+        Err(err) => {
+            eprintln!("fettle: cannot create the checkpoint directory: {err}");
+            return 2;
+        }
+    };
+    let index = WorkspaceIndex::new(IndexSettings::from_config(&config.index));
+    if config.index.enabled {
+        index.index_roots(std::slice::from_ref(&root), &|_: IndexProgress| {}, &AtomicBool::new(false));
+    }
+    let runtime = match super::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let host = Arc::new(CliHost { yes: args.yes, interactive: std::io::stdin().is_terminal() });
+    let env = TaskEnv { model, host, index: Arc::new(index), store };
+    let cancel = Cancel::new();
+    let result = runtime.block_on(async {
+        let on_signal = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\nfettle: cancelling (Ctrl-C again to kill)…");
+                on_signal.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
+        run_task(spec, env, cancel).await
+    });
+    runtime.shutdown_background();
+
+    eprintln!("\n{}", result.summary);
+    eprintln!(
+        "fettle: {} after {} iteration(s), {} tool call(s), {} tokens in / {} out, {:.1} s",
+        result.status.as_str(),
+        result.iterations,
+        result.tool_calls,
+        result.tokens.input,
+        result.tokens.output,
+        result.elapsed_ms as f64 / 1000.0
+    );
+    if !result.changed_files.is_empty() {
+        eprintln!("fettle: undo with `fettle fix --undo --task {}`", result.task_id);
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let written = if args.json {
+        writeln!(out, "{}", result.to_json(|p| p.display().to_string()))
+    } else {
+        write!(out, "{}", result.diff)
+    };
+    if let Err(err) = written.and_then(|()| out.flush()) {
+        eprintln!("fettle: cannot write the result: {err}");
+    }
+    match result.status {
+        TaskStatus::Success => 0,
+        _ => 1,
+    }
+}
+
+fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
+    let store = match CheckpointStore::for_workspace(root) {
+        Ok(store) => store,
+        Err(err) => {
+            eprintln!("fettle: cannot read checkpoints: {err}");
+            return 2;
+        }
+    };
+    let checkpoint = match task {
+        Some(id) => store.open(id).map_err(|err| format!("no checkpoint for task {id}: {err}")),
+        None => store
+            .latest()
+            .map_err(|err| err.to_string())
+            .and_then(|c| c.ok_or_else(|| format!("no task to undo in {}", root.display()))),
+    };
+    let checkpoint = match checkpoint {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!("fettle: {err}");
+            return 2;
+        }
+    };
+    let report = match checkpoint.restore(force) {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("fettle: undo failed: {err}");
+            return 1;
+        }
+    };
+    for path in &report.restored {
+        eprintln!("restored {}", path.display());
+    }
+    for path in &report.removed {
+        eprintln!("removed {} (the task created it)", path.display());
+    }
+    for (path, why) in &report.skipped {
+        eprintln!("skipped {} ({why}; --force restores it anyway)", path.display());
+    }
+    if json {
+        let out = serde_json::json!({
+            "taskId": checkpoint.task_id(),
+            "restored": report.restored.iter().chain(report.removed.iter()).map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "skipped": report.skipped.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
+        });
+        println!("{out}");
+    }
+    if report.skipped.is_empty() {
+        0
+    } else {
+        1
+    }
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+/// The terminal: progress lines on stderr, approvals as a y/N prompt.
+struct CliHost {
+    yes: bool,
+    interactive: bool,
+}
+
+impl Host for CliHost {
+    fn event(&self, event: TaskEvent) {
+        let line = match event.kind {
+            EventKind::Status => format!("fettle: {}", event.text),
+            EventKind::Text => format!("  model: {}", shorten_for_display(event.text.trim(), 300)),
+            EventKind::ToolCall => format!("  → {}", event.text),
+            EventKind::ToolResult => return,
+            EventKind::Edit => format!("  ✎ {}", event.text),
+            EventKind::Verify => format!("  ✓ {}", event.text),
+        };
+        eprintln!("{line}");
+    }
+
+    fn buffer(&self, _path: &Path) -> Option<String> {
+        None
+    }
+
+    fn edit_buffer<'a>(&'a self, _: &'a Path, _: &'a str, _: &'a str) -> BoxFuture<'a, BufferEdit> {
+        Box::pin(async { BufferEdit::NotOpen })
+    }
+
+    fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            if self.yes {
+                eprintln!("fettle: running `{command}` (--yes)");
+                return true;
+            }
+            if !self.interactive {
+                eprintln!("fettle: not running `{command}`: approval needed and stdin is not a terminal (pass --yes to approve)");
+                return false;
+            }
+            let command = command.to_owned();
+            tokio::task::spawn_blocking(move || {
+                eprint!("fettle: run `{command}`? [y/N] ");
+                let _ = std::io::stderr().flush();
+                let mut answer = String::new();
+                if std::io::stdin().lock().read_line(&mut answer).is_err() {
+                    return false;
+                }
+                matches!(answer.trim(), "y" | "Y" | "yes")
+            })
+            .await
+            .unwrap_or(false)
+        })
+    }
+}

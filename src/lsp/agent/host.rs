@@ -1,0 +1,226 @@
+//! The agent's [`Host`] in the editor: events become `fettle/taskEvent` and
+//! `$/progress`, open buffers are read from the document store and edited
+//! with versioned `workspace/applyEdit`, approvals use `showMessageRequest`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::mpsc;
+use tower_lsp::lsp_types::notification::Notification;
+use tower_lsp::lsp_types::{
+    DocumentChanges, MessageActionItem, MessageType, OneOf, OptionalVersionedTextDocumentIdentifier,
+    TextDocumentEdit, TextEdit, Url, WorkspaceEdit,
+};
+
+use super::super::progress::Progress;
+use super::super::state::State;
+use crate::agent::host::{BufferEdit, Host};
+use crate::agent::types::{EventKind, TaskEvent};
+
+/// `fettle/taskEvent`.
+pub enum TaskEventNotification {}
+impl Notification for TaskEventNotification {
+    type Params = TaskEvent;
+    const METHOD: &'static str = "fettle/taskEvent";
+}
+
+const RUN: &str = "Run";
+const DENY: &str = "Don't run";
+
+pub struct LspHost {
+    state: Arc<State>,
+    events: mpsc::UnboundedSender<TaskEvent>,
+}
+
+impl LspHost {
+    /// The host, and the task that forwards its events in order (ends when
+    /// the host is dropped, then closes the progress).
+    pub fn new(state: Arc<State>, progress: Progress) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<TaskEvent>();
+        let client = state.client.clone();
+        let forward = tokio::spawn(async move {
+            let mut last_status = String::new();
+            while let Some(event) = rx.recv().await {
+                if matches!(event.kind, EventKind::Status | EventKind::Verify | EventKind::Edit) {
+                    last_status = event.text.clone();
+                    progress.report(event.text.clone(), None).await;
+                }
+                client
+                    .send_notification::<TaskEventNotification>(event)
+                    .await;
+            }
+            progress.end(last_status).await;
+        });
+        (Self { state, events: tx }, forward)
+    }
+}
+
+impl Host for LspHost {
+    fn event(&self, event: TaskEvent) {
+        // The receiver lives until the host is dropped.
+        let _ = self.events.send(event);
+    }
+
+    fn buffer(&self, path: &Path) -> Option<String> {
+        let uri = Url::from_file_path(path).ok()?;
+        let doc = self.state.documents.get(&uri)?;
+        Some(doc.rope.to_string())
+    }
+
+    fn edit_buffer<'a>(
+        &'a self,
+        path: &'a Path,
+        old: &'a str,
+        new: &'a str,
+    ) -> BoxFuture<'a, BufferEdit> {
+        Box::pin(async move { edit_open_buffer(&self.state, path, old, new).await })
+    }
+
+    fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let answer = self
+                .state
+                .client
+                .show_message_request(
+                    MessageType::WARNING,
+                    format!("Fettle's agent wants to run a command in the workspace:\n{command}"),
+                    Some(vec![
+                        MessageActionItem { title: RUN.to_owned(), properties: Default::default() },
+                        MessageActionItem { title: DENY.to_owned(), properties: Default::default() },
+                    ]),
+                )
+                .await;
+            match answer {
+                Ok(Some(item)) => item.title == RUN,
+                Ok(None) => false,
+                Err(err) => {
+                    tracing::warn!(%err, "approval request failed; not running the command");
+                    false
+                }
+            }
+        })
+    }
+}
+
+/// Replaces `old` with `new` in the open buffer through the editor, as one
+/// minimal versioned edit. `Changed` when the buffer is no longer `old`
+/// (the user typed): the caller plans again on the new text.
+pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &str) -> BufferEdit {
+    let Ok(uri) = Url::from_file_path(path) else {
+        return BufferEdit::NotOpen;
+    };
+    let encoding = state.encoding();
+    let (version, edit) = {
+        let Some(doc) = state.documents.get(&uri) else {
+            return BufferEdit::NotOpen;
+        };
+        if doc.rope != old {
+            return BufferEdit::Changed;
+        }
+        let (start, old_end, new_end) = minimal_change(old, new);
+        let range = doc.range_of(start..old_end, encoding);
+        (
+            doc.version,
+            TextEdit { range, new_text: new[start..new_end].to_owned() },
+        )
+    };
+    let workspace_edit = WorkspaceEdit {
+        document_changes: Some(DocumentChanges::Edits(vec![TextDocumentEdit {
+            text_document: OptionalVersionedTextDocumentIdentifier { uri: uri.clone(), version: Some(version) },
+            edits: vec![OneOf::Left(edit)],
+        }])),
+        ..Default::default()
+    };
+    match state.client.apply_edit(workspace_edit).await {
+        Ok(response) if response.applied => {
+            // The editor sends the matching didChange; wait (briefly) until it
+            // is in, so the next read sees the edit.
+            for _ in 0..100 {
+                if state.documents.get(&uri).is_some_and(|d| d.rope == new) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            BufferEdit::Applied
+        }
+        Ok(response) => {
+            // A refusal usually means the user typed: their didChange may
+            // still be on its way, so give it a moment before deciding.
+            let mut still_old = true;
+            for _ in 0..25 {
+                still_old = state.documents.get(&uri).is_some_and(|d| d.rope == old);
+                if !still_old {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            if still_old {
+                BufferEdit::Failed(
+                    response
+                        .failure_reason
+                        .unwrap_or_else(|| "the editor did not apply the edit".to_owned()),
+                )
+            } else {
+                BufferEdit::Changed
+            }
+        }
+        Err(err) => BufferEdit::Failed(format!("workspace/applyEdit failed: {err}")),
+    }
+}
+
+/// The smallest single replacement turning `old` into `new`: `old[start..old_end]`
+/// becomes `new[start..new_end]` (char boundaries in both).
+pub fn minimal_change(old: &str, new: &str) -> (usize, usize, usize) {
+    let prefix = old
+        .char_indices()
+        .zip(new.chars())
+        .find(|((_, a), b)| a != b)
+        .map(|((i, _), _)| i)
+        .unwrap_or_else(|| old.len().min(new.len()));
+    // Back to a char boundary of `new` too (equal prefixes share boundaries).
+    let max_suffix = old.len().min(new.len()) - prefix;
+    let suffix = old[prefix..]
+        .chars()
+        .rev()
+        .zip(new[prefix..].chars().rev())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a.len_utf8())
+        .scan(0usize, |acc, n| {
+            *acc += n;
+            Some(*acc)
+        })
+        .take_while(|n| *n <= max_suffix)
+        .last()
+        .unwrap_or(0);
+    (prefix, old.len() - suffix, new.len() - suffix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::minimal_change;
+
+    fn apply(old: &str, new: &str) -> String {
+        let (s, oe, ne) = minimal_change(old, new);
+        format!("{}{}{}", &old[..s], &new[s..ne], &old[oe..])
+    }
+
+    #[test]
+    fn minimal_change_round_trips() {
+        for (old, new) in [
+            ("", ""),
+            ("abc", "abc"),
+            ("abc", "abXc"),
+            ("aaa", "aa"),
+            ("aa", "aaa"),
+            ("héllo wörld", "héllo wörld!"),
+            ("x = 1\ny = 2\n", "x = 1\ny = 3\n"),
+            ("日本語", "日本"),
+            ("ab", "日b"),
+        ] {
+            assert_eq!(apply(old, new), new, "{old:?} -> {new:?}");
+        }
+        assert_eq!(minimal_change("x = 1\ny = 2\n", "x = 1\ny = 3\n"), (10, 11, 11));
+    }
+}

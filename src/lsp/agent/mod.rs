@@ -1,0 +1,301 @@
+//! The agent's commands: `fettle.chat`, `fettle.fixDiagnostics`,
+//! `fettle.cancel` and `fettle.undo`. The task runs on its own tokio task,
+//! so cancelling the request (which drops this handler) cancels the task and
+//! lets it stop cleanly rather than dropping it mid-write.
+
+mod host;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tower_lsp::jsonrpc::{Error, Result};
+use tower_lsp::lsp_types::{MessageType, ProgressToken, Range, Url};
+
+use super::progress::Progress;
+use super::state::State;
+use crate::agent::checkpoint::CheckpointStore;
+use crate::agent::verify::detect_test_command;
+use crate::agent::{run_task, Cancel, Focus, TaskEnv, TaskResult, TaskSpec, TaskStatus, Tokens};
+
+pub const CHAT: &str = "fettle.chat";
+pub const FIX_DIAGNOSTICS: &str = "fettle.fixDiagnostics";
+pub const CANCEL: &str = "fettle.cancel";
+pub const UNDO: &str = "fettle.undo";
+pub const COMMANDS: [&str; 4] = [CHAT, FIX_DIAGNOSTICS, CANCEL, UNDO];
+
+/// The running task (one at a time: two tasks editing the same files would
+/// undo each other).
+#[derive(Default)]
+pub struct AgentState {
+    running: Mutex<Option<(String, Cancel)>>,
+    counter: AtomicU64,
+}
+
+#[derive(Deserialize)]
+struct ChatArgs {
+    message: String,
+    uri: Option<Url>,
+    range: Option<Range>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct TaskIdArgs {
+    task_id: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct UriArgs {
+    uri: Option<Url>,
+}
+
+fn arg<T: for<'de> Deserialize<'de> + Default>(args: &[Value], command: &str, required: bool) -> Result<T> {
+    match args.first() {
+        None | Some(Value::Null) if !required => Ok(T::default()),
+        None => Err(Error::invalid_params(format!("{command}: expected one argument object"))),
+        Some(value) => serde_json::from_value(value.clone())
+            .map_err(|err| Error::invalid_params(format!("{command}: invalid argument: {err}"))),
+    }
+}
+
+impl Default for ChatArgs {
+    fn default() -> Self {
+        Self { message: String::new(), uri: None, range: None }
+    }
+}
+
+pub async fn chat(state: &Arc<State>, args: &[Value], token: Option<ProgressToken>) -> Result<Option<Value>> {
+    let args: ChatArgs = arg(args, CHAT, true)?;
+    if args.message.trim().is_empty() {
+        return Err(Error::invalid_params(format!("{CHAT}: `message` is empty; say what to do")));
+    }
+    let focus_lines = args.range.map(|r| (r.start.line + 1, r.end.line + 1));
+    run(state, args.message, args.uri, focus_lines, token).await
+}
+
+pub async fn fix_diagnostics(state: &Arc<State>, args: &[Value], token: Option<ProgressToken>) -> Result<Option<Value>> {
+    let args: UriArgs = arg(args, FIX_DIAGNOSTICS, false)?;
+    let goal = match &args.uri {
+        Some(uri) => format!(
+            "Fix the errors in {} so that it has no syntax errors and the tests pass.",
+            uri.to_file_path().map(|p| p.display().to_string()).unwrap_or_else(|()| uri.to_string())
+        ),
+        None => "Fix the errors in the workspace so that the tests pass.".to_owned(),
+    };
+    run(state, goal, args.uri, None, token).await
+}
+
+pub fn cancel(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
+    let args: TaskIdArgs = arg(args, CANCEL, false)?;
+    if let Some((id, cancel)) = state.agent.running.lock().as_ref() {
+        if args.task_id.as_ref().is_none_or(|wanted| wanted == id) {
+            tracing::info!(task = %id, "cancelling");
+            cancel.cancel();
+        }
+    }
+    Ok(None)
+}
+
+pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
+    let args: TaskIdArgs = arg(args, UNDO, false)?;
+    let Some(root) = state.roots.read().first().cloned() else {
+        return Err(Error::invalid_params(format!("{UNDO}: no workspace folder is open")));
+    };
+    if let Some((id, _)) = state.agent.running.lock().as_ref() {
+        if args.task_id.as_ref().is_none_or(|wanted| wanted == id) {
+            return Err(Error::invalid_params(format!(
+                "{UNDO}: task {id} is still running; cancel it first ({CANCEL})"
+            )));
+        }
+    }
+    let store = CheckpointStore::for_workspace(&root).map_err(internal)?;
+    let checkpoint = match &args.task_id {
+        Some(id) => store.open(id).map_err(|err| {
+            Error::invalid_params(format!("{UNDO}: no checkpoint for task {id}: {err}"))
+        })?,
+        None => store
+            .latest()
+            .map_err(internal)?
+            .ok_or_else(|| Error::invalid_params(format!("{UNDO}: no task to undo in {}", root.display())))?,
+    };
+    // Open buffers first, through the editor (its undo works too), then the disk bytes.
+    let mut restored_buffers = Vec::new();
+    for path in checkpoint.touched() {
+        let Ok(Some(original)) = checkpoint.original(&path) else { continue };
+        let Some(current) = buffer_text(state, &path) else { continue };
+        let target = original
+            .buffer
+            .clone()
+            .or_else(|| original.bytes.as_ref().and_then(|b| String::from_utf8(b.clone()).ok()));
+        if let Some(target) = target {
+            if target != current {
+                let outcome = host::edit_open_buffer(state, &path, &current, &target).await;
+                tracing::info!(path = %path.display(), ?outcome, "undo: buffer");
+                restored_buffers.push(path.clone());
+            }
+        }
+    }
+    let report = checkpoint.restore(false).map_err(internal)?;
+    let uri = |p: &PathBuf| Url::from_file_path(p).map(|u| u.to_string()).unwrap_or_default();
+    let mut restored: Vec<String> = report.restored.iter().chain(report.removed.iter()).map(uri).collect();
+    for path in &restored_buffers {
+        let u = uri(path);
+        if !restored.contains(&u) {
+            restored.push(u);
+        }
+    }
+    if !report.skipped.is_empty() {
+        let names: Vec<String> = report.skipped.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect();
+        state
+            .client
+            .show_message(
+                MessageType::WARNING,
+                format!("fettle: undo left files changed since the task alone: {}", names.join(", ")),
+            )
+            .await;
+    }
+    Ok(Some(json!({
+        "taskId": checkpoint.task_id(),
+        "restored": restored,
+        "skipped": report.skipped.iter().map(|(p, why)| json!({ "uri": uri(p), "reason": why })).collect::<Vec<_>>(),
+    })))
+}
+
+fn buffer_text(state: &State, path: &Path) -> Option<String> {
+    let uri = Url::from_file_path(path).ok()?;
+    state.documents.get(&uri).map(|d| d.rope.to_string())
+}
+
+fn internal(err: impl std::fmt::Display) -> Error {
+    Error {
+        code: tower_lsp::jsonrpc::ErrorCode::InternalError,
+        message: format!("fettle: {err}").into(),
+        data: None,
+    }
+}
+
+/// Cancels the task when the request's handler is dropped (the client
+/// cancelled the request) — the task itself then stops at a safe point.
+struct CancelOnDrop(Option<Cancel>);
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancel) = &self.0 {
+            cancel.cancel();
+        }
+    }
+}
+
+async fn run(
+    state: &Arc<State>,
+    goal: String,
+    uri: Option<Url>,
+    lines: Option<(u32, u32)>,
+    token: Option<ProgressToken>,
+) -> Result<Option<Value>> {
+    let id = format!(
+        "t{}-{}",
+        std::process::id(),
+        state.agent.counter.fetch_add(1, Ordering::Relaxed) + 1
+    );
+    let focus_path = uri.as_ref().and_then(|u| u.to_file_path().ok());
+    let root = match pick_root(state, focus_path.as_deref()) {
+        Some(root) => root,
+        None => return Ok(Some(failed(state, &id, "no workspace folder is open; open a folder to run the agent").await)),
+    };
+    let config = state.config();
+    let model = match state.models().get(&config.agent.model) {
+        Ok(model) => model,
+        Err(err) => return Ok(Some(failed(state, &id, &format!("the agent's model cannot be used: {err}")).await)),
+    };
+    let cancel = Cancel::new();
+    {
+        let mut running = state.agent.running.lock();
+        if let Some((other, _)) = running.as_ref() {
+            return Err(Error::invalid_params(format!(
+                "fettle: task {other} is still running; wait for it or cancel it ({CANCEL})"
+            )));
+        }
+        *running = Some((id.clone(), cancel.clone()));
+    }
+    let _clear = ClearRunning(state.clone());
+    let mut spec = TaskSpec::from_config(id.clone(), goal, root.clone(), &config.agent);
+    spec.test_command = if config.agent.test_command.trim().is_empty() {
+        detect_test_command(&root).map(|d| d.command)
+    } else {
+        Some(config.agent.test_command.clone())
+    };
+    spec.focus = focus_path.map(|path| Focus { path, lines });
+    let store = match CheckpointStore::for_workspace(&root) {
+        Ok(store) => store,
+        Err(err) => return Ok(Some(failed(state, &id, &format!("cannot create the checkpoint directory: {err}")).await)),
+    };
+    let progress = Progress::begin(state, "Fettle agent", token).await;
+    let (lsp_host, forwarder) = host::LspHost::new(state.clone(), progress);
+    let env = TaskEnv {
+        model,
+        host: Arc::new(lsp_host),
+        index: state.index(),
+        store,
+    };
+    let guard = CancelOnDrop(Some(cancel.clone()));
+    let task = tokio::spawn(run_task(spec, env, cancel));
+    let result = task.await;
+    guard.disarm();
+    // The host (and its event sender) is gone with the task: flush events.
+    let _ = forwarder.await;
+    let result = match result {
+        Ok(result) => result,
+        Err(err) => {
+            tracing::error!(%err, "agent task panicked");
+            return Ok(Some(failed(state, &id, "the agent task crashed; see the log").await));
+        }
+    };
+    tracing::info!(task = %id, status = result.status.as_str(), iterations = result.iterations, tool_calls = result.tool_calls, ms = result.elapsed_ms, "task finished");
+    if matches!(result.status, TaskStatus::Failed) {
+        state.client.show_message(MessageType::ERROR, format!("fettle: {}", result.summary)).await;
+    }
+    Ok(Some(to_json(&result)))
+}
+
+struct ClearRunning(Arc<State>);
+impl Drop for ClearRunning {
+    fn drop(&mut self) {
+        *self.0.agent.running.lock() = None;
+    }
+}
+
+fn to_json(result: &TaskResult) -> Value {
+    result.to_json(|p| Url::from_file_path(p).map(|u| u.to_string()).unwrap_or_else(|()| p.display().to_string()))
+}
+
+/// A task that could not start: told to the user and answered as `failed`.
+async fn failed(state: &State, id: &str, why: &str) -> Value {
+    state.client.show_message(MessageType::ERROR, format!("fettle: {why}")).await;
+    to_json(&TaskResult {
+        task_id: id.to_owned(),
+        status: TaskStatus::Failed,
+        summary: why.to_owned(),
+        changed_files: Vec::new(),
+        diff: String::new(),
+        iterations: 0,
+        tool_calls: 0,
+        tokens: Tokens::default(),
+        elapsed_ms: 0,
+    })
+}
+
+/// The workspace folder containing `path`, else the first one.
+fn pick_root(state: &State, path: Option<&Path>) -> Option<PathBuf> {
+    let roots = state.roots.read();
+    path.and_then(|p| roots.iter().filter(|r| p.starts_with(r)).max_by_key(|r| r.as_os_str().len()).cloned())
+        .or_else(|| roots.first().cloned())
+}

@@ -1,0 +1,278 @@
+//! The repair loop end to end through `fettle fix`: each directory under
+//! `tests/fixtures/agent/scenarios/` is a workspace (`input/`), the mock
+//! model's script (`script.json`), the tree it must leave (`expected/`, or
+//! the input unchanged) and what else must hold (`scenario.json`). After
+//! every scenario, `fettle fix --undo` must restore the input byte for byte,
+//! modes included.
+
+mod agent_common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use agent_common::{copy_tree, fettle, fettle_command, fixtures, have_pytest, snapshot, tree_diff, Mock};
+use fettle::mock::Script;
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Scenario {
+    /// For people reading the fixture.
+    #[allow(dead_code)]
+    description: String,
+    args: Vec<String>,
+    #[serde(default)]
+    config: String,
+    #[serde(default)]
+    modes: BTreeMap<String, String>,
+    #[serde(default)]
+    symlinks: BTreeMap<String, String>,
+    /// Files created beside the workspace (to prove they stay untouched).
+    #[serde(default)]
+    outside: BTreeMap<String, String>,
+    #[serde(default)]
+    ignore: Vec<String>,
+    check_dead_pid: Option<String>,
+    expect: Expect,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expect {
+    exit: i32,
+    status: String,
+    iterations: u64,
+    /// "expected" or "input".
+    tree: String,
+    #[serde(default)]
+    summary_contains: Vec<String>,
+    /// `[request index, substring]`: what the model must have been told.
+    #[serde(default)]
+    requests_contain: Vec<(usize, String)>,
+    /// Substrings no request may contain (secrets, files outside).
+    #[serde(default)]
+    requests_lack: Vec<String>,
+    #[serde(default = "yes")]
+    script_consumed: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn set_modes(root: &Path, modes: &BTreeMap<String, String>) {
+    for (rel, mode) in modes {
+        let mode = u32::from_str_radix(mode, 8).unwrap();
+        std::fs::set_permissions(root.join(rel), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+/// Runs one scenario; `Err` says what went wrong.
+fn run_scenario(dir: &Path) -> Result<(), String> {
+    let scenario: Scenario =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("scenario.json")).unwrap())
+            .map_err(|e| format!("bad scenario.json: {e}"))?;
+    let script = Script::from_file(&dir.join("script.json")).map_err(|e| e.to_string())?;
+    let mock = Mock::start(script);
+    let temp = tempfile::tempdir().unwrap();
+    let ws = temp.path().join("ws");
+    let cache = temp.path().join("cache");
+    copy_tree(&dir.join("input"), &ws);
+    set_modes(&ws, &scenario.modes);
+    for (link, target) in &scenario.symlinks {
+        std::os::unix::fs::symlink(target, ws.join(link)).unwrap();
+    }
+    for (rel, text) in &scenario.outside {
+        std::fs::write(temp.path().join(rel), text).unwrap();
+    }
+    std::fs::write(ws.join("fettle.toml"), mock.config(&scenario.config)).unwrap();
+    let input = snapshot(&ws, &scenario.ignore);
+
+    let mut args: Vec<&str> = vec!["fix", "--json"];
+    args.extend(scenario.args.iter().map(String::as_str));
+    let ws_arg = ws.to_str().unwrap();
+    args.push(ws_arg);
+    let out = fettle(&args, &cache);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let context = |what: String| format!("{what}\n--- stderr ---\n{stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| context(format!("stdout is not the task result JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))))?;
+    let expect = &scenario.expect;
+    if out.status.code() != Some(expect.exit) {
+        return Err(context(format!("exit {:?}, want {}; result {result:#}", out.status.code(), expect.exit)));
+    }
+    if result["status"] != expect.status.as_str() || result["iterations"] != expect.iterations {
+        return Err(context(format!(
+            "status {} after {} iterations, want {} after {}; result {result:#}",
+            result["status"], result["iterations"], expect.status, expect.iterations
+        )));
+    }
+    let summary = result["summary"].as_str().unwrap_or("");
+    for want in &expect.summary_contains {
+        if !summary.contains(want.as_str()) {
+            return Err(context(format!("summary lacks {want:?}:\n{summary}")));
+        }
+    }
+    let bodies = mock.bodies();
+    for (index, want) in &expect.requests_contain {
+        let Some(body) = bodies.get(*index) else {
+            return Err(context(format!("no request #{index} (only {})", bodies.len())));
+        };
+        if !body.contains(want.as_str()) {
+            return Err(context(format!("request #{index} lacks {want:?}:\n{body}")));
+        }
+    }
+    for secret in &expect.requests_lack {
+        if let Some(i) = bodies.iter().position(|b| b.contains(secret.as_str())) {
+            return Err(context(format!("request #{i} contains {secret:?}")));
+        }
+    }
+    if expect.script_consumed && mock.server.remaining() != 0 {
+        return Err(context(format!("{} scripted responses left unused", mock.server.remaining())));
+    }
+    for (rel, text) in &scenario.outside {
+        if std::fs::read_to_string(temp.path().join(rel)).unwrap_or_default() != *text {
+            return Err(context(format!("{rel} outside the workspace was changed")));
+        }
+    }
+    if let Some(pid_file) = &scenario.check_dead_pid {
+        let pid: i32 = std::fs::read_to_string(ws.join(pid_file))
+            .map_err(|e| context(format!("{pid_file}: {e}")))?
+            .trim()
+            .parse()
+            .unwrap();
+        // Gone, or a zombie nobody reaped yet (PID 1 in a container may not).
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')));
+        if alive {
+            return Err(context(format!("the test command's background child {pid} outlived the timeout")));
+        }
+    }
+    let want = if expect.tree == "expected" {
+        let expected = temp.path().join("expected");
+        copy_tree(&dir.join("expected"), &expected);
+        set_modes(&expected, &scenario.modes);
+        snapshot(&expected, &scenario.ignore)
+    } else {
+        input.clone()
+    };
+    if let Some(diff) = tree_diff(&want, &snapshot(&ws, &scenario.ignore)) {
+        return Err(context(format!("tree after the task differs from {}:\n{diff}", expect.tree)));
+    }
+    // Undo restores the input, byte for byte and mode for mode.
+    let undo = fettle(&["fix", "--undo", "--json", ws_arg], &cache);
+    if !undo.status.success() && !result["changedFiles"].as_array().is_none_or(Vec::is_empty) {
+        return Err(context(format!("undo failed: {}", String::from_utf8_lossy(&undo.stderr))));
+    }
+    if let Some(diff) = tree_diff(&input, &snapshot(&ws, &scenario.ignore)) {
+        return Err(context(format!("tree after undo differs from the input:\n{diff}")));
+    }
+    Ok(())
+}
+
+#[test]
+fn scenarios() {
+    let root = fixtures("agent/scenarios");
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("scenario.json").exists())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 10, "expected the scenario fixtures under {}", root.display());
+    let pytest = have_pytest();
+    let mut failures = Vec::new();
+    for dir in &dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let uses_pytest = std::fs::read_to_string(dir.join("scenario.json")).unwrap().contains("pytest");
+        if uses_pytest && !pytest {
+            if std::env::var_os("FETTLE_REQUIRE_RUNNERS").is_some() {
+                failures.push(format!("{name}: python3 -m pytest is not available"));
+            } else {
+                eprintln!("skipping {name}: python3 -m pytest is not available");
+            }
+            continue;
+        }
+        let started = Instant::now();
+        match run_scenario(dir) {
+            Ok(()) => eprintln!("ok {name} ({:.1} s)", started.elapsed().as_secs_f64()),
+            Err(why) => failures.push(format!("{name}: {why}")),
+        }
+    }
+    assert!(failures.is_empty(), "{} scenario(s) failed:\n\n{}", failures.len(), failures.join("\n\n"));
+}
+
+/// Ctrl-C in the middle of a task: the step in progress completes or never
+/// starts, the result says `cancelled`, and undo restores the input.
+#[test]
+fn cancellation_mid_task_leaves_a_consistent_tree() {
+    if !have_pytest() {
+        eprintln!("skipping: python3 -m pytest is not available");
+        return;
+    }
+    let dir = fixtures("agent/scenarios/one-shot-fix");
+    let script = Script::from_json(
+        r#"{"responses": [
+            {"tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "search": "    return a - b\n", "replace": "    return a + b\n"}}]},
+            {"text": "Let me think about this for a while.", "delay_ms": 30000}
+        ]}"#,
+    )
+    .unwrap();
+    let mock = Mock::start(script);
+    let temp = tempfile::tempdir().unwrap();
+    let ws = temp.path().join("ws");
+    let cache = temp.path().join("cache");
+    copy_tree(&dir.join("input"), &ws);
+    std::fs::write(ws.join("fettle.toml"), mock.config("")).unwrap();
+    let input = snapshot(&ws, &[]);
+    let child = fettle_command(
+        &["fix", "--json", "--test", "python3 -m pytest -q -p no:cacheprovider", ws.to_str().unwrap()],
+        &cache,
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Wait for the second model request: the first edit is then fully applied.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mock.server.requests().len() < 2 {
+        assert!(Instant::now() < deadline, "the task never reached its second turn");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(20), "cancellation was not prompt\n{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"], "cancelled", "{result:#}\n{stderr}");
+    // The applied edit is whole, and reported.
+    let calc = std::fs::read_to_string(ws.join("calc.py")).unwrap();
+    assert_eq!(calc, std::fs::read_to_string(dir.join("expected/calc.py")).unwrap());
+    assert!(result["diff"].as_str().unwrap().contains("+    return a + b"), "{result:#}");
+    let undo = fettle(&["fix", "--undo", ws.to_str().unwrap()], &cache);
+    assert!(undo.status.success(), "{}", String::from_utf8_lossy(&undo.stderr));
+    assert_eq!(tree_diff(&input, &snapshot(&ws, &[])), None);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let temp = tempfile::tempdir().unwrap();
+    let cache = temp.path().join("cache");
+    // An unknown model.
+    std::fs::write(temp.path().join("fettle.toml"), "[agent]\nmodel = \"nope\"\n").unwrap();
+    let out = fettle(&["fix", temp.path().to_str().unwrap()], &cache);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+    // A bad flag.
+    let out = fettle(&["fix", "--max-iterations", "many"], &cache);
+    assert_eq!(out.status.code(), Some(2));
+    // Nothing to undo.
+    let out = fettle(&["fix", "--undo", temp.path().to_str().unwrap()], &cache);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no task to undo"));
+}
