@@ -5,6 +5,8 @@
 //! every scenario, `fettle fix --undo` must restore the input byte for byte,
 //! modes included.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // in tests a panic is the failure report
+
 mod agent_common;
 
 use std::collections::BTreeMap;
@@ -12,7 +14,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use agent_common::{copy_tree, fettle, fettle_command, fixtures, have_pytest, snapshot, tree_diff, Mock};
+use agent_common::{
+    copy_tree, fettle, fettle_command, fixtures, have_pytest, snapshot, tree_diff, Mock,
+};
 use fettle::mock::Script;
 use serde::Deserialize;
 use serde_json::Value;
@@ -98,11 +102,19 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
     let out = fettle(&args, &cache);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let context = |what: String| format!("{what}\n--- stderr ---\n{stderr}");
-    let result: Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| context(format!("stdout is not the task result JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))))?;
+    let result: Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        context(format!(
+            "stdout is not the task result JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        ))
+    })?;
     let expect = &scenario.expect;
     if out.status.code() != Some(expect.exit) {
-        return Err(context(format!("exit {:?}, want {}; result {result:#}", out.status.code(), expect.exit)));
+        return Err(context(format!(
+            "exit {:?}, want {}; result {result:#}",
+            out.status.code(),
+            expect.exit
+        )));
     }
     if result["status"] != expect.status.as_str() || result["iterations"] != expect.iterations {
         return Err(context(format!(
@@ -119,7 +131,10 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
     let bodies = mock.bodies();
     for (index, want) in &expect.requests_contain {
         let Some(body) = bodies.get(*index) else {
-            return Err(context(format!("no request #{index} (only {})", bodies.len())));
+            return Err(context(format!(
+                "no request #{index} (only {})",
+                bodies.len()
+            )));
         };
         if !body.contains(want.as_str()) {
             return Err(context(format!("request #{index} lacks {want:?}:\n{body}")));
@@ -131,7 +146,10 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
         }
     }
     if expect.script_consumed && mock.server.remaining() != 0 {
-        return Err(context(format!("{} scripted responses left unused", mock.server.remaining())));
+        return Err(context(format!(
+            "{} scripted responses left unused",
+            mock.server.remaining()
+        )));
     }
     for (rel, text) in &scenario.outside {
         if std::fs::read_to_string(temp.path().join(rel)).unwrap_or_default() != *text {
@@ -145,10 +163,15 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
             .parse()
             .unwrap();
         // Gone, or a zombie nobody reaped yet (PID 1 in a container may not).
-        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')));
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        });
         if alive {
-            return Err(context(format!("the test command's background child {pid} outlived the timeout")));
+            return Err(context(format!(
+                "the test command's background child {pid} outlived the timeout"
+            )));
         }
     }
     let want = if expect.tree == "expected" {
@@ -160,15 +183,23 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
         input.clone()
     };
     if let Some(diff) = tree_diff(&want, &snapshot(&ws, &scenario.ignore)) {
-        return Err(context(format!("tree after the task differs from {}:\n{diff}", expect.tree)));
+        return Err(context(format!(
+            "tree after the task differs from {}:\n{diff}",
+            expect.tree
+        )));
     }
     // Undo restores the input, byte for byte and mode for mode.
     let undo = fettle(&["fix", "--undo", "--json", ws_arg], &cache);
     if !undo.status.success() && !result["changedFiles"].as_array().is_none_or(Vec::is_empty) {
-        return Err(context(format!("undo failed: {}", String::from_utf8_lossy(&undo.stderr))));
+        return Err(context(format!(
+            "undo failed: {}",
+            String::from_utf8_lossy(&undo.stderr)
+        )));
     }
     if let Some(diff) = tree_diff(&input, &snapshot(&ws, &scenario.ignore)) {
-        return Err(context(format!("tree after undo differs from the input:\n{diff}")));
+        return Err(context(format!(
+            "tree after undo differs from the input:\n{diff}"
+        )));
     }
     Ok(())
 }
@@ -182,12 +213,18 @@ fn scenarios() {
         .filter(|p| p.join("scenario.json").exists())
         .collect();
     dirs.sort();
-    assert!(dirs.len() >= 10, "expected the scenario fixtures under {}", root.display());
+    assert!(
+        dirs.len() >= 10,
+        "expected the scenario fixtures under {}",
+        root.display()
+    );
     let pytest = have_pytest();
     let mut failures = Vec::new();
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let uses_pytest = std::fs::read_to_string(dir.join("scenario.json")).unwrap().contains("pytest");
+        let uses_pytest = std::fs::read_to_string(dir.join("scenario.json"))
+            .unwrap()
+            .contains("pytest");
         if uses_pytest && !pytest {
             if std::env::var_os("FETTLE_REQUIRE_RUNNERS").is_some() {
                 failures.push(format!("{name}: python3 -m pytest is not available"));
@@ -202,7 +239,12 @@ fn scenarios() {
             Err(why) => failures.push(format!("{name}: {why}")),
         }
     }
-    assert!(failures.is_empty(), "{} scenario(s) failed:\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} scenario(s) failed:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 /// Ctrl-C in the middle of a task: the step in progress completes or never
@@ -229,7 +271,13 @@ fn cancellation_mid_task_leaves_a_consistent_tree() {
     std::fs::write(ws.join("fettle.toml"), mock.config("")).unwrap();
     let input = snapshot(&ws, &[]);
     let child = fettle_command(
-        &["fix", "--json", "--test", "python3 -m pytest -q -p no:cacheprovider", ws.to_str().unwrap()],
+        &[
+            "fix",
+            "--json",
+            "--test",
+            "python3 -m pytest -q -p no:cacheprovider",
+            ws.to_str().unwrap(),
+        ],
         &cache,
     )
     .stdout(std::process::Stdio::piped())
@@ -239,23 +287,42 @@ fn cancellation_mid_task_leaves_a_consistent_tree() {
     // Wait for the second model request: the first edit is then fully applied.
     let deadline = Instant::now() + Duration::from_secs(60);
     while mock.server.requests().len() < 2 {
-        assert!(Instant::now() < deadline, "the task never reached its second turn");
+        assert!(
+            Instant::now() < deadline,
+            "the task never reached its second turn"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let started = Instant::now();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(started.elapsed() < Duration::from_secs(20), "cancellation was not prompt\n{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "cancellation was not prompt\n{stderr}"
+    );
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["status"], "cancelled", "{result:#}\n{stderr}");
     // The applied edit is whole, and reported.
     let calc = std::fs::read_to_string(ws.join("calc.py")).unwrap();
-    assert_eq!(calc, std::fs::read_to_string(dir.join("expected/calc.py")).unwrap());
-    assert!(result["diff"].as_str().unwrap().contains("+    return a + b"), "{result:#}");
+    assert_eq!(
+        calc,
+        std::fs::read_to_string(dir.join("expected/calc.py")).unwrap()
+    );
+    assert!(
+        result["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+    return a + b"),
+        "{result:#}"
+    );
     let undo = fettle(&["fix", "--undo", ws.to_str().unwrap()], &cache);
-    assert!(undo.status.success(), "{}", String::from_utf8_lossy(&undo.stderr));
+    assert!(
+        undo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&undo.stderr)
+    );
     assert_eq!(tree_diff(&input, &snapshot(&ws, &[])), None);
 }
 
@@ -264,9 +331,18 @@ fn usage_errors_exit_2() {
     let temp = tempfile::tempdir().unwrap();
     let cache = temp.path().join("cache");
     // An unknown model.
-    std::fs::write(temp.path().join("fettle.toml"), "[agent]\nmodel = \"nope\"\n").unwrap();
+    std::fs::write(
+        temp.path().join("fettle.toml"),
+        "[agent]\nmodel = \"nope\"\n",
+    )
+    .unwrap();
     let out = fettle(&["fix", temp.path().to_str().unwrap()], &cache);
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
     // A bad flag.
     let out = fettle(&["fix", "--max-iterations", "many"], &cache);

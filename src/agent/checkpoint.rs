@@ -1,1 +1,564 @@
-//! (in progress)
+//! Snapshots on disk so that any task can be undone byte for byte, even
+//! after a crash, and in-memory snapshots for rolling back between attempts.
+//!
+//! Layout: `<cache>/tasks/<hash of the canonical workspace root>/<task id>/`
+//! holds `manifest.json` and `blobs/<n>` (a file's original bytes) and
+//! `blobs/<n>.buffer` (the editor buffer's text, if it was open). Every
+//! record is fsynced before [`Checkpoint::record`] returns, and the caller
+//! records a file before its first write: a crash at any point leaves enough
+//! on disk to restore. Git state is never touched.
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::agent::fsutil::{file_mode, sync_dir, write_atomic};
+
+mod tree_state;
+pub use tree_state::TreeState;
+
+const MANIFEST: &str = "manifest.json";
+const BLOBS: &str = "blobs";
+const MANIFEST_VERSION: u32 = 1;
+/// Blobs hold other people's code: readable by the user only.
+const BLOB_MODE: u32 = 0o600;
+
+/// `$FETTLE_CACHE_DIR`, else `$XDG_CACHE_HOME/fettle`, else
+/// `~/.cache/fettle` (else a directory under the system temp dir).
+pub fn cache_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = var("FETTLE_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = var("XDG_CACHE_HOME").map(PathBuf::from) {
+        // The XDG spec says relative values are invalid and to be ignored.
+        if dir.is_absolute() {
+            return dir.join("fettle");
+        }
+    }
+    match var("HOME") {
+        Some(home) => PathBuf::from(home).join(".cache").join("fettle"),
+        None => std::env::temp_dir().join("fettle-cache"),
+    }
+}
+
+/// The checkpoints of one workspace.
+#[derive(Clone, Debug)]
+pub struct CheckpointStore {
+    dir: PathBuf,
+    root: PathBuf,
+}
+
+/// A summary of a task, for listings (most recent first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskInfo {
+    pub task_id: String,
+    pub goal: String,
+    pub started: SystemTime,
+    pub ended: Option<SystemTime>,
+    /// As given to [`Checkpoint::finish`]; `None` while running (or after a
+    /// crash).
+    pub status: Option<String>,
+    pub files: usize,
+}
+
+/// A file as it was before the task first wrote it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Original {
+    /// `None`: the file did not exist (the task created it).
+    pub bytes: Option<Vec<u8>>,
+    pub mode: Option<u32>,
+    /// The open editor buffer's text then, if the file was open.
+    pub buffer: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Files that hold their original content again.
+    pub restored: Vec<PathBuf>,
+    /// Files the task created, now deleted.
+    pub removed: Vec<PathBuf>,
+    /// Files left alone, and why: changed since the task (unless `force`),
+    /// or an I/O error.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+/// One task's checkpoint.
+#[derive(Debug)]
+pub struct Checkpoint {
+    dir: PathBuf,
+    manifest: Manifest,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Manifest {
+    version: u32,
+    task_id: String,
+    goal: String,
+    root: PathBuf,
+    started_at_ns: u64,
+    ended_at_ns: Option<u64>,
+    status: Option<String>,
+    files: Vec<Entry>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Entry {
+    path: PathBuf,
+    /// Blob name of the original bytes; `None`: the file did not exist.
+    blob: Option<String>,
+    mode: Option<u32>,
+    buffer_blob: Option<String>,
+    /// For a file that did not exist: its nearest existing ancestor, so the
+    /// directories the task created in between can be removed.
+    existing_ancestor: Option<PathBuf>,
+    /// What the task left there, to notice later changes by the user.
+    result: Option<Left>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Left {
+    Sha256(String),
+    Absent,
+}
+
+impl CheckpointStore {
+    /// The store of the workspace at `root`, under [`cache_dir`].
+    pub fn for_workspace(root: &Path) -> io::Result<Self> {
+        let root = fs::canonicalize(root)?;
+        let dir = cache_dir().join("tasks").join(root_hash(&root));
+        Ok(Self { dir, root })
+    }
+
+    /// A store in `dir` (tests, or a caller with its own layout).
+    pub fn with_dir(dir: impl Into<PathBuf>, root: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            root: root.into(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Starts a new task's checkpoint. `task_id` must be a plain name
+    /// (letters, digits, `-`, `_`, `.`) and new.
+    pub fn begin(&self, task_id: &str, goal: &str) -> io::Result<Checkpoint> {
+        check_task_id(task_id)?;
+        let dir = self.dir.join(task_id);
+        if fs::symlink_metadata(&dir).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("a checkpoint for task {task_id:?} already exists"),
+            ));
+        }
+        // Strictly after every earlier task, so `latest` is exact even with
+        // a coarse clock.
+        let mut started = now_ns();
+        if let Some(latest) = self.latest()? {
+            started = started.max(latest.manifest.started_at_ns + 1);
+        }
+        fs::create_dir_all(dir.join(BLOBS))?;
+        sync_dir(&self.dir);
+        let checkpoint = Checkpoint {
+            dir,
+            manifest: Manifest {
+                version: MANIFEST_VERSION,
+                task_id: task_id.to_owned(),
+                goal: goal.to_owned(),
+                root: self.root.clone(),
+                started_at_ns: started,
+                ended_at_ns: None,
+                status: None,
+                files: Vec::new(),
+            },
+        };
+        checkpoint.save()?;
+        Ok(checkpoint)
+    }
+
+    /// Re-opens a task's checkpoint (after a restart, or a crash).
+    pub fn open(&self, task_id: &str) -> io::Result<Checkpoint> {
+        check_task_id(task_id)?;
+        let dir = self.dir.join(task_id);
+        let bytes = fs::read(dir.join(MANIFEST)).map_err(|err| {
+            io::Error::new(
+                err.kind(),
+                format!("no checkpoint for task {task_id:?}: {err}"),
+            )
+        })?;
+        let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|err| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the checkpoint of task {task_id:?} is corrupt: {err}"),
+            )
+        })?;
+        Ok(Checkpoint { dir, manifest })
+    }
+
+    /// The most recently begun task, if any.
+    pub fn latest(&self) -> io::Result<Option<Checkpoint>> {
+        Ok(self
+            .all()?
+            .into_iter()
+            .max_by_key(|c| c.manifest.started_at_ns))
+    }
+
+    /// All tasks, most recent first.
+    pub fn list(&self) -> io::Result<Vec<TaskInfo>> {
+        let mut all = self.all()?;
+        all.sort_by_key(|c| std::cmp::Reverse(c.manifest.started_at_ns));
+        Ok(all.iter().map(Checkpoint::info).collect())
+    }
+
+    /// Every readable checkpoint; unreadable ones are logged and skipped so
+    /// one corrupt task does not hide the others.
+    fn all(&self) -> io::Result<Vec<Checkpoint>> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(err),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if check_task_id(&name).is_err() || !entry.path().join(MANIFEST).exists() {
+                continue;
+            }
+            match self.open(&name) {
+                Ok(checkpoint) => out.push(checkpoint),
+                Err(err) => tracing::warn!("skipping checkpoint {name}: {err}"),
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Checkpoint {
+    pub fn task_id(&self) -> &str {
+        &self.manifest.task_id
+    }
+
+    pub fn goal(&self) -> &str {
+        &self.manifest.goal
+    }
+
+    /// The workspace root the task ran in.
+    pub fn root(&self) -> &Path {
+        &self.manifest.root
+    }
+
+    pub fn status(&self) -> Option<&str> {
+        self.manifest.status.as_deref()
+    }
+
+    pub fn info(&self) -> TaskInfo {
+        let m = &self.manifest;
+        TaskInfo {
+            task_id: m.task_id.clone(),
+            goal: m.goal.clone(),
+            started: from_ns(m.started_at_ns),
+            ended: m.ended_at_ns.map(from_ns),
+            status: m.status.clone(),
+            files: m.files.len(),
+        }
+    }
+
+    /// Saves `path`'s current state (bytes and mode, or "did not exist") and
+    /// the editor buffer's text if it is open; only the first call per path
+    /// counts. Durable when it returns: call it before the first write.
+    pub fn record(&mut self, path: &Path, buffer: Option<&str>) -> io::Result<()> {
+        check_absolute(path)?;
+        if self.entry(path).is_some() {
+            return Ok(());
+        }
+        let index = self.manifest.files.len();
+        let (blob, mode, existing_ancestor) = match fs::read(path) {
+            Ok(bytes) => {
+                let name = index.to_string();
+                write_atomic(&self.blob_path(&name), &bytes, Some(BLOB_MODE))?;
+                (Some(name), file_mode(path)?, None)
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                (None, None, nearest_existing_ancestor(path))
+            }
+            Err(err) => return Err(err),
+        };
+        let buffer_blob = match buffer {
+            Some(text) => {
+                let name = format!("{index}.buffer");
+                write_atomic(&self.blob_path(&name), text.as_bytes(), Some(BLOB_MODE))?;
+                Some(name)
+            }
+            None => None,
+        };
+        self.manifest.files.push(Entry {
+            path: path.to_path_buf(),
+            blob,
+            mode,
+            buffer_blob,
+            existing_ancestor,
+            result: None,
+        });
+        if let Err(err) = self.save() {
+            self.manifest.files.pop();
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// Notes what the task left in `path` (recorded before), so a later
+    /// restore can tell whether the user changed it since.
+    pub fn record_result(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.set_result(path, Left::Sha256(sha256_hex(bytes)))
+    }
+
+    /// Notes that the task left no file at `path` (it deleted it, or rolled
+    /// back its creation).
+    pub fn record_absent(&mut self, path: &Path) -> io::Result<()> {
+        self.set_result(path, Left::Absent)
+    }
+
+    /// The paths recorded, in the order they were first touched.
+    pub fn touched(&self) -> Vec<PathBuf> {
+        self.manifest.files.iter().map(|e| e.path.clone()).collect()
+    }
+
+    /// What `path` was before the task; `None` if the task never touched it.
+    pub fn original(&self, path: &Path) -> io::Result<Option<Original>> {
+        let Some(entry) = self.entry(path) else {
+            return Ok(None);
+        };
+        let bytes = match &entry.blob {
+            Some(name) => Some(fs::read(self.blob_path(name))?),
+            None => None,
+        };
+        let buffer = match &entry.buffer_blob {
+            Some(name) => {
+                Some(String::from_utf8_lossy(&fs::read(self.blob_path(name))?).into_owned())
+            }
+            None => None,
+        };
+        Ok(Some(Original {
+            bytes,
+            mode: entry.mode,
+            buffer,
+        }))
+    }
+
+    /// Puts every touched file back as it was before the task: original
+    /// bytes and mode, written atomically; files the task created are
+    /// deleted, with the directories it created for them if empty. A file
+    /// changed since the task (its content differs from what
+    /// [`record_result`](Self::record_result) saw) is skipped unless `force`.
+    pub fn restore(&self, force: bool) -> io::Result<RestoreReport> {
+        let mut report = RestoreReport::default();
+        // Newest first: a directory created for a later file is emptied
+        // before an earlier one is considered.
+        for entry in self.manifest.files.iter().rev() {
+            let path = entry.path.clone();
+            match self.restore_entry(entry, force) {
+                Ok(Outcome::Restored) => report.restored.push(path),
+                Ok(Outcome::Removed) => report.removed.push(path),
+                Ok(Outcome::Skipped(why)) => report.skipped.push((path, why)),
+                Err(err) => report
+                    .skipped
+                    .push((path, format!("could not restore it: {err}"))),
+            }
+        }
+        report.restored.reverse();
+        report.removed.reverse();
+        report.skipped.reverse();
+        Ok(report)
+    }
+
+    /// Marks the task ended with `status` (e.g. `"fixed"`, `"gave up"`,
+    /// `"undone"`).
+    pub fn finish(&mut self, status: &str) -> io::Result<()> {
+        self.manifest.ended_at_ns = Some(now_ns());
+        self.manifest.status = Some(status.to_owned());
+        self.save()
+    }
+
+    fn restore_entry(&self, entry: &Entry, force: bool) -> io::Result<Outcome> {
+        let path = &entry.path;
+        let current = read_optional(path)?;
+        let original = match &entry.blob {
+            Some(name) => Some(fs::read(self.blob_path(name))?),
+            None => None,
+        };
+        let changed = match (&entry.result, &current) {
+            (Some(Left::Sha256(hash)), Some(bytes)) => {
+                (sha256_hex(bytes) != *hash).then_some("changed since the task")
+            }
+            (Some(Left::Sha256(_)), None) => Some("deleted since the task"),
+            (Some(Left::Absent), Some(_)) => Some("created again since the task"),
+            // No result recorded (a crash between record and write, or
+            // nothing written): nothing to compare with, so restore.
+            (Some(Left::Absent), None) | (None, _) => None,
+        };
+        if let Some(why) = changed {
+            if current != original && !force {
+                // Short: callers add how to force it in their own terms.
+                return Ok(Outcome::Skipped(why.to_owned()));
+            }
+        }
+        match original {
+            Some(bytes) => {
+                let same_mode = entry.mode.is_none() || file_mode(path)? == entry.mode;
+                if current.as_deref() != Some(bytes.as_slice()) || !same_mode {
+                    write_atomic(path, &bytes, entry.mode)?;
+                }
+                Ok(Outcome::Restored)
+            }
+            None => {
+                remove_file_and_dirs(path, entry.existing_ancestor.as_deref())?;
+                Ok(Outcome::Removed)
+            }
+        }
+    }
+
+    fn set_result(&mut self, path: &Path, left: Left) -> io::Result<()> {
+        let Some(i) = self.manifest.files.iter().position(|e| e.path == path) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} was not recorded in this checkpoint", path.display()),
+            ));
+        };
+        if self.manifest.files[i].result.as_ref() == Some(&left) {
+            return Ok(());
+        }
+        let previous = self.manifest.files[i].result.replace(left);
+        if let Err(err) = self.save() {
+            self.manifest.files[i].result = previous;
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    fn entry(&self, path: &Path) -> Option<&Entry> {
+        self.manifest.files.iter().find(|e| e.path == path)
+    }
+
+    fn blob_path(&self, name: &str) -> PathBuf {
+        self.dir.join(BLOBS).join(name)
+    }
+
+    fn save(&self) -> io::Result<()> {
+        let json = serde_json::to_vec_pretty(&self.manifest).map_err(io::Error::other)?;
+        write_atomic(&self.dir.join(MANIFEST), &json, Some(BLOB_MODE))
+    }
+}
+
+enum Outcome {
+    Restored,
+    Removed,
+    Skipped(String),
+}
+
+fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Deletes `path` (gone already is fine), then the directories between it
+/// and `stop` that are now empty: those the task created for it.
+fn remove_file_and_dirs(path: &Path, stop: Option<&Path>) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err),
+    }
+    let Some(stop) = stop else { return Ok(()) };
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d == stop || !d.starts_with(stop) {
+            break;
+        }
+        // Fails on a non-empty directory: someone else's files are there.
+        if fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+    if let Some(parent) = path.parent() {
+        sync_dir(parent.ancestors().find(|a| a.exists()).unwrap_or(stop));
+    }
+    Ok(())
+}
+
+fn nearest_existing_ancestor(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .skip(1)
+        .find(|a| fs::symlink_metadata(a).is_ok())
+        .map(Path::to_path_buf)
+}
+
+fn check_absolute(path: &Path) -> io::Result<()> {
+    if path.is_absolute() {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("checkpoint paths must be absolute: {}", path.display()),
+        ))
+    }
+}
+
+/// A task id becomes a directory name: nothing that could leave the store.
+fn check_task_id(id: &str) -> io::Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid task id {id:?}: use letters, digits, '-', '_' and '.'"),
+        ))
+    }
+}
+
+fn root_hash(root: &Path) -> String {
+    #[cfg(unix)]
+    let bytes = {
+        use std::os::unix::ffi::OsStrExt;
+        root.as_os_str().as_bytes().to_vec()
+    };
+    #[cfg(not(unix))]
+    let bytes = root.to_string_lossy().into_owned().into_bytes();
+    sha256_hex(&bytes)[..32].to_owned()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn from_ns(ns: u64) -> SystemTime {
+    UNIX_EPOCH + std::time::Duration::from_nanos(ns)
+}

@@ -29,8 +29,12 @@ pub trait Host: Send + Sync {
 
     /// Replaces the open buffer's `old` text with `new` (through the editor,
     /// so its undo works and concurrent typing is never overwritten).
-    fn edit_buffer<'a>(&'a self, path: &'a Path, old: &'a str, new: &'a str)
-        -> BoxFuture<'a, BufferEdit>;
+    fn edit_buffer<'a>(
+        &'a self,
+        path: &'a Path,
+        old: &'a str,
+        new: &'a str,
+    ) -> BoxFuture<'a, BufferEdit>;
 
     /// Asks the user whether the agent may run `command`.
     fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool>;

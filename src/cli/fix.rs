@@ -82,7 +82,10 @@ pub fn run(args: FixArgs) -> i32 {
     let model = match models.get(&config.agent.model) {
         Ok(model) => model,
         Err(err) => {
-            eprintln!("fettle: the agent's model `{}` cannot be used: {err}", config.agent.model);
+            eprintln!(
+                "fettle: the agent's model `{}` cannot be used: {err}",
+                config.agent.model
+            );
             return 2;
         }
     };
@@ -94,17 +97,24 @@ pub fn run(args: FixArgs) -> i32 {
     }
     spec.test_command = match args.test.clone().filter(|t| !t.trim().is_empty()) {
         Some(cmd) => Some(cmd),
-        None if !config.agent.test_command.trim().is_empty() => Some(config.agent.test_command.clone()),
-        None => match detect_test_command(&root) {
-            Some(found) => {
-                eprintln!("fettle: testing with `{}` ({})", found.command, found.reason);
-                Some(found.command)
+        None if !config.agent.test_command.trim().is_empty() => {
+            Some(config.agent.test_command.clone())
+        }
+        None => {
+            match detect_test_command(&root) {
+                Some(found) => {
+                    eprintln!(
+                        "fettle: testing with `{}` ({})",
+                        found.command, found.reason
+                    );
+                    Some(found.command)
+                }
+                None => {
+                    eprintln!("fettle: no test command found (give one with --test); verifying syntax only");
+                    None
+                }
             }
-            None => {
-                eprintln!("fettle: no test command found (give one with --test); verifying syntax only");
-                None
-            }
-        },
+        }
     };
     let store = match CheckpointStore::for_workspace(&root) {
         Ok(store) => store,
@@ -115,14 +125,26 @@ pub fn run(args: FixArgs) -> i32 {
     };
     let index = WorkspaceIndex::new(IndexSettings::from_config(&config.index));
     if config.index.enabled {
-        index.index_roots(std::slice::from_ref(&root), &|_: IndexProgress| {}, &AtomicBool::new(false));
+        index.index_roots(
+            std::slice::from_ref(&root),
+            &|_: IndexProgress| {},
+            &AtomicBool::new(false),
+        );
     }
     let runtime = match super::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    let host = Arc::new(CliHost { yes: args.yes, interactive: std::io::stdin().is_terminal() });
-    let env = TaskEnv { model, host, index: Arc::new(index), store };
+    let host = Arc::new(CliHost {
+        yes: args.yes,
+        interactive: std::io::stdin().is_terminal(),
+    });
+    let env = TaskEnv {
+        model,
+        host,
+        index: Arc::new(index),
+        store,
+    };
     let cancel = Cancel::new();
     let result = runtime.block_on(async {
         let on_signal = cancel.clone();
@@ -150,7 +172,10 @@ pub fn run(args: FixArgs) -> i32 {
         result.elapsed_ms as f64 / 1000.0
     );
     if !result.changed_files.is_empty() {
-        eprintln!("fettle: undo with `fettle fix --undo --task {}`", result.task_id);
+        eprintln!(
+            "fettle: undo with `fettle fix --undo --task {}`",
+            result.task_id
+        );
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -177,7 +202,9 @@ fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
         }
     };
     let checkpoint = match task {
-        Some(id) => store.open(id).map_err(|err| format!("no checkpoint for task {id}: {err}")),
+        Some(id) => store
+            .open(id)
+            .map_err(|err| format!("no checkpoint for task {id}: {err}")),
         None => store
             .latest()
             .map_err(|err| err.to_string())
@@ -204,7 +231,10 @@ fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
         eprintln!("removed {} (the task created it)", path.display());
     }
     for (path, why) in &report.skipped {
-        eprintln!("skipped {} ({why}; --force restores it anyway)", path.display());
+        eprintln!(
+            "skipped {} ({why}; --force restores it anyway)",
+            path.display()
+        );
     }
     if json {
         let out = serde_json::json!({

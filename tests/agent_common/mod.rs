@@ -2,6 +2,7 @@
 //! the mock model on its own runtime, the real `fettle fix` binary, and
 //! byte-and-mode-exact tree comparison.
 #![allow(dead_code)] // Not every test binary uses every helper.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // in tests a panic is the failure report
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -35,7 +36,10 @@ impl Mock {
             .build()
             .unwrap();
         let server = runtime.block_on(MockServer::start(script)).unwrap();
-        Self { server, _runtime: runtime }
+        Self {
+            server,
+            _runtime: runtime,
+        }
     }
 
     /// A `fettle.toml` making this server the agent's model, plus `extra` TOML
@@ -74,8 +78,15 @@ pub fn copy_tree(from: &Path, to: &Path) {
 /// Every file under `root` (minus `IGNORED` and `extra_ignored`): relative
 /// path → (bytes, permission bits).
 pub fn snapshot(root: &Path, extra_ignored: &[String]) -> BTreeMap<String, (Vec<u8>, u32)> {
-    fn walk(dir: &Path, root: &Path, ignored: &[String], out: &mut BTreeMap<String, (Vec<u8>, u32)>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+    fn walk(
+        dir: &Path,
+        root: &Path,
+        ignored: &[String],
+        out: &mut BTreeMap<String, (Vec<u8>, u32)>,
+    ) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for entry in entries {
             let entry = entry.unwrap();
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -87,8 +98,18 @@ pub fn snapshot(root: &Path, extra_ignored: &[String]) -> BTreeMap<String, (Vec<
             if meta.is_dir() {
                 walk(&path, root, ignored, out);
             } else if meta.is_file() {
-                let rel = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
-                out.insert(rel, (std::fs::read(&path).unwrap(), meta.permissions().mode() & 0o7777));
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                out.insert(
+                    rel,
+                    (
+                        std::fs::read(&path).unwrap(),
+                        meta.permissions().mode() & 0o7777,
+                    ),
+                );
             }
         }
     }
@@ -142,7 +163,9 @@ pub fn fettle_command(args: &[&str], cache: &Path) -> Command {
 }
 
 pub fn fixtures(dir: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(dir)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir)
 }
 
 /// Whether `python3 -m pytest` works here.

@@ -24,7 +24,10 @@ impl Mock {
         let server = runtime
             .block_on(MockServer::start(Script::from_json(script).unwrap()))
             .unwrap();
-        Self { server, _runtime: runtime }
+        Self {
+            server,
+            _runtime: runtime,
+        }
     }
 
     fn options(&self, agent: Value) -> Value {
@@ -85,7 +88,11 @@ fn response_within(lsp: &mut Lsp, id: &Value, secs: u64) -> Value {
         if let Some(r) = lsp.try_response(id) {
             return r;
         }
-        assert!(Instant::now() < deadline, "no response to {id} within {secs} s\n{}", lsp.stderr());
+        assert!(
+            Instant::now() < deadline,
+            "no response to {id} within {secs} s\n{}",
+            lsp.stderr()
+        );
         lsp.pump_for(Duration::from_millis(100));
     }
 }
@@ -99,18 +106,36 @@ fn chat_repairs_a_closed_file_reports_progress_and_undo_restores_it() {
     let id = chat(&mut lsp, "make check.py pass", json!({}));
     let response = response_within(&mut lsp, &id, 60);
     let result = &response["result"];
-    assert_eq!(result["status"], "success", "{response:#}\n{}", lsp.stderr());
+    assert_eq!(
+        result["status"],
+        "success",
+        "{response:#}\n{}",
+        lsp.stderr()
+    );
     assert_eq!(result["summary"], "Fixed `add`.");
     assert_eq!(result["changedFiles"], json!([ws.uri("calc.py")]));
     assert_eq!(result["iterations"], 1);
     assert_eq!(result["toolCalls"], 2);
-    assert!(result["diff"].as_str().unwrap().contains("-    return a - b\n+    return a + b\n"), "{result:#}");
+    assert!(
+        result["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-    return a - b\n+    return a + b\n"),
+        "{result:#}"
+    );
     assert!(result["tokens"]["input"].as_u64().unwrap() > 0);
     assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), FIXED);
 
     let events = lsp.pending_notifications("fettle/taskEvent");
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
-    for kind in ["status", "verify", "tool_call", "tool_result", "edit", "text"] {
+    for kind in [
+        "status",
+        "verify",
+        "tool_call",
+        "tool_result",
+        "edit",
+        "text",
+    ] {
         assert!(kinds.contains(&kind), "no {kind} event in {kinds:?}");
     }
     assert!(events.iter().all(|e| e["taskId"] == result["taskId"]));
@@ -126,7 +151,10 @@ fn chat_repairs_a_closed_file_reports_progress_and_undo_restores_it() {
     assert_eq!(phases.last(), Some(&"end"), "{phases:?}");
 
     let undo = lsp
-        .request("workspace/executeCommand", json!({ "command": "fettle.undo", "arguments": [{ "taskId": result["taskId"] }] }))
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.undo", "arguments": [{ "taskId": result["taskId"] }] }),
+        )
         .unwrap();
     assert_eq!(undo["restored"], json!([ws.uri("calc.py")]));
     assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), CALC);
@@ -145,17 +173,33 @@ fn edits_to_an_open_buffer_go_through_apply_edit_and_keep_the_users_typing() {
     lsp.type_before_next_apply = Some((uri.clone(), 0, "# typed by the user\n".to_owned()));
     let id = chat(&mut lsp, "make check.py pass", json!({ "uri": uri }));
     let response = response_within(&mut lsp, &id, 60);
-    assert_eq!(response["result"]["status"], "success", "{response:#}\n{}", lsp.stderr());
+    assert_eq!(
+        response["result"]["status"],
+        "success",
+        "{response:#}\n{}",
+        lsp.stderr()
+    );
 
     let want = format!("# typed by the user\n{FIXED}");
-    assert_eq!(lsp.buffers[&uri].1, want, "the buffer lost the user's typing or the fix");
-    assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), want, "disk follows the buffer");
+    assert_eq!(
+        lsp.buffers[&uri].1, want,
+        "the buffer lost the user's typing or the fix"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path("calc.py")).unwrap(),
+        want,
+        "disk follows the buffer"
+    );
     let applies: Vec<&Value> = lsp
         .server_requests
         .iter()
         .filter(|r| r["method"] == "workspace/applyEdit")
         .collect();
-    assert_eq!(applies.len(), 2, "one stale edit, one retried: {applies:#?}");
+    assert_eq!(
+        applies.len(),
+        2,
+        "one stale edit, one retried: {applies:#?}"
+    );
     // The retry is versioned against the buffer with the user's text, and minimal.
     let change = &applies[1]["params"]["edit"]["documentChanges"][0];
     assert_eq!(change["textDocument"]["version"], 2);
@@ -167,7 +211,10 @@ fn edits_to_an_open_buffer_go_through_apply_edit_and_keep_the_users_typing() {
     // Undo puts the buffer back to what the user had before the task
     // (through the editor) and the disk to its original bytes.
     let undo = lsp
-        .request("workspace/executeCommand", json!({ "command": "fettle.undo", "arguments": [] }))
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.undo", "arguments": [] }),
+        )
         .unwrap();
     assert_eq!(undo["restored"], json!([uri]), "{undo:#}");
     assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), CALC);
@@ -199,7 +246,10 @@ fn cancelling_the_request_stops_the_task_with_a_consistent_tree() {
     assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), FIXED);
     let deadline = Instant::now() + Duration::from_secs(10);
     let undo = loop {
-        match lsp.request("workspace/executeCommand", json!({ "command": "fettle.undo", "arguments": [] })) {
+        match lsp.request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.undo", "arguments": [] }),
+        ) {
             Ok(undo) => break undo,
             // The task may take a moment to notice the cancellation.
             Err(err) if Instant::now() < deadline && err.to_string().contains("still running") => {
@@ -221,15 +271,24 @@ fn fettle_cancel_ends_the_task_as_cancelled() {
     let id = chat(&mut lsp, "make check.py pass", json!({}));
     wait_for_edit_event(&mut lsp);
     // A second task is refused while one runs.
-    let second = lsp.request("workspace/executeCommand", json!({ "command": "fettle.chat", "arguments": [{ "message": "again" }] }));
+    let second = lsp.request(
+        "workspace/executeCommand",
+        json!({ "command": "fettle.chat", "arguments": [{ "message": "again" }] }),
+    );
     assert!(second.unwrap_err().to_string().contains("still running"));
     let cancel = lsp
-        .request("workspace/executeCommand", json!({ "command": "fettle.cancel", "arguments": [] }))
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.cancel", "arguments": [] }),
+        )
         .unwrap();
     assert_eq!(cancel, Value::Null);
     let response = response_within(&mut lsp, &id, 10);
     assert_eq!(response["result"]["status"], "cancelled", "{response:#}");
-    assert_eq!(response["result"]["changedFiles"], json!([ws.uri("calc.py")]));
+    assert_eq!(
+        response["result"]["changedFiles"],
+        json!([ws.uri("calc.py")])
+    );
 }
 
 #[test]
@@ -243,12 +302,21 @@ fn run_command_asks_the_user_and_respects_the_answer() {
             {"text": "Done."}
         ]}"#,
     );
-    let mut lsp = start(&ws, cache.path(), mock.options(json!({ "commands": "ask", "test_command": "true" })));
+    let mut lsp = start(
+        &ws,
+        cache.path(),
+        mock.options(json!({ "commands": "ask", "test_command": "true" })),
+    );
     lsp.approvals.push_back(Some("Run".to_owned()));
     lsp.approvals.push_back(Some("Don't run".to_owned()));
     let id = chat(&mut lsp, "create the files", json!({}));
     let response = response_within(&mut lsp, &id, 60);
-    assert_eq!(response["result"]["status"], "success", "{response:#}\n{}", lsp.stderr());
+    assert_eq!(
+        response["result"]["status"],
+        "success",
+        "{response:#}\n{}",
+        lsp.stderr()
+    );
     assert!(ws.path("approved.txt").exists());
     assert!(!ws.path("declined.txt").exists());
     let asks: Vec<&Value> = lsp
@@ -257,7 +325,10 @@ fn run_command_asks_the_user_and_respects_the_answer() {
         .filter(|r| r["method"] == "window/showMessageRequest")
         .collect();
     assert_eq!(asks.len(), 2);
-    assert!(asks[0]["params"]["message"].as_str().unwrap().contains("echo yes > approved.txt"));
+    assert!(asks[0]["params"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("echo yes > approved.txt"));
     let third = mock.server.requests()[2].body.to_string();
     assert!(third.contains("declined"), "{third}");
 }
@@ -269,13 +340,22 @@ fn bad_arguments_get_precise_errors_and_the_server_stays_up() {
     let mock = Mock::start(r#"{"responses": []}"#);
     let mut lsp = start(&ws, cache.path(), mock.options(json!({})));
     let err = lsp
-        .request("workspace/executeCommand", json!({ "command": "fettle.chat", "arguments": [{ "msg": "x" }] }))
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.chat", "arguments": [{ "msg": "x" }] }),
+        )
         .unwrap_err();
     assert!(err.to_string().contains("message"), "{err}");
     let err = lsp
-        .request("workspace/executeCommand", json!({ "command": "fettle.undo", "arguments": [] }))
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.undo", "arguments": [] }),
+        )
         .unwrap_err();
     assert!(err.to_string().contains("no task to undo"), "{err}");
-    let caps = lsp.request("workspace/executeCommand", json!({ "command": "fettle.cancel", "arguments": [] }));
+    let caps = lsp.request(
+        "workspace/executeCommand",
+        json!({ "command": "fettle.cancel", "arguments": [] }),
+    );
     assert_eq!(caps.unwrap(), Value::Null);
 }

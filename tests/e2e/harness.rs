@@ -397,7 +397,10 @@ impl Lsp {
         if let Some((uri, line, text)) = self.type_before_next_apply.take() {
             self.type_text(&uri, line, &text);
         }
-        let changes = params["edit"]["documentChanges"].as_array().cloned().unwrap_or_default();
+        let changes = params["edit"]["documentChanges"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         for change in &changes {
             let uri = change["textDocument"]["uri"].as_str().unwrap_or("");
             let Some((version, _)) = self.buffers.get(uri) else {
@@ -408,11 +411,18 @@ impl Lsp {
             }
         }
         for change in &changes {
-            let uri = change["textDocument"]["uri"].as_str().unwrap_or("").to_owned();
+            let uri = change["textDocument"]["uri"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
             let (version, mut text) = self.buffers[&uri].clone();
             let edits = change["edits"].as_array().cloned().unwrap_or_default();
             for edit in &edits {
-                text = apply_utf8_edit(&text, &edit["range"], edit["newText"].as_str().unwrap_or(""));
+                text = apply_utf8_edit(
+                    &text,
+                    &edit["range"],
+                    edit["newText"].as_str().unwrap_or(""),
+                );
             }
             self.buffers.insert(uri.clone(), (version + 1, text));
             self.notify(

@@ -59,11 +59,7 @@ impl Verification {
     /// the head and tail of the output.
     pub fn for_model(&self, test_command: Option<&str>) -> String {
         let mut out = String::new();
-        out.push_str(if self.passed {
-            "PASSED"
-        } else {
-            "FAILED"
-        });
+        out.push_str(if self.passed { "PASSED" } else { "FAILED" });
         out.push_str(&format!(" ({})\n", self.score.describe()));
         if !self.syntax.is_empty() {
             out.push_str("Syntax errors:\n");
@@ -179,10 +175,18 @@ pub fn syntax_problems(
         let Some(tree) = parse_str(lang, &text, None) else {
             continue;
         };
-        let rel = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        let rel = path
+            .strip_prefix(root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
         for err in syntax_errors(&tree, &text, 5) {
             let end = err.range.start.min(text.len());
-            let line = text.as_bytes()[..end].iter().filter(|b| **b == b'\n').count() + 1;
+            let line = text.as_bytes()[..end]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+                + 1;
             out.push(format!("{rel}:{line}: {}", err.message));
         }
     }

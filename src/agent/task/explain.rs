@@ -124,7 +124,11 @@ pub fn summary(cx: &Context<'_>) -> String {
         out.push_str(note);
         out.push('\n');
     }
-    if let Some(focus) = cx.last_failure_focus.as_deref().filter(|f| !f.trim().is_empty()) {
+    if let Some(focus) = cx
+        .last_failure_focus
+        .as_deref()
+        .filter(|f| !f.trim().is_empty())
+    {
         out.push_str("What still fails:\n");
         for line in focus.lines().take(12) {
             out.push_str("  ");
@@ -141,7 +145,10 @@ pub fn summary(cx: &Context<'_>) -> String {
     }
     if !cx.model_text.trim().is_empty() {
         out.push_str("The model's last note: ");
-        out.push_str(&crate::model::shorten_for_display(cx.model_text.trim(), 400));
+        out.push_str(&crate::model::shorten_for_display(
+            cx.model_text.trim(),
+            400,
+        ));
         out.push('\n');
     }
     out.push_str("Next: ");

@@ -93,13 +93,19 @@ impl Files {
             let mut change = change;
             let mut tries = 0;
             loop {
-                match self.put(&change.path, change.old.as_deref(), &change.new).await {
+                match self
+                    .put(&change.path, change.old.as_deref(), &change.new)
+                    .await
+                {
                     Ok(()) => break,
                     Err(PutError::Changed) if tries < CONFLICT_RETRIES => {
                         tries += 1;
                         tracing::info!(path = %change.path.display(), tries, "buffer changed under the edit; planning again");
-                        let subset: Vec<FileOp> =
-                            change.ops.iter().filter_map(|i| ops.get(*i).cloned()).collect();
+                        let subset: Vec<FileOp> = change
+                            .ops
+                            .iter()
+                            .filter_map(|i| ops.get(*i).cloned())
+                            .collect();
                         let (again, sub_reports) = plan_step(&subset, &mut |p: &Path| self.read(p));
                         match again.and_then(|mut v| v.pop()) {
                             Some(next) => {
@@ -165,7 +171,9 @@ impl Files {
                     .map_err(PutError::Io)?,
             ),
         };
-        checkpoint.record(path, buffer.as_deref()).map_err(PutError::Io)?;
+        checkpoint
+            .record(path, buffer.as_deref())
+            .map_err(PutError::Io)?;
         let before = match std::fs::read(path) {
             Ok(bytes) => Some(bytes),
             Err(err) if err.kind() == io::ErrorKind::NotFound => None,
@@ -178,7 +186,9 @@ impl Files {
 
     fn after_write(&mut self, path: &Path, bytes: &[u8]) -> Result<(), PutError> {
         if let Some(checkpoint) = &mut self.checkpoint {
-            checkpoint.record_result(path, bytes).map_err(PutError::Io)?;
+            checkpoint
+                .record_result(path, bytes)
+                .map_err(PutError::Io)?;
         }
         Ok(())
     }

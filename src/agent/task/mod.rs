@@ -30,8 +30,8 @@ use crate::index::WorkspaceIndex;
 use crate::model::{Message, Model};
 
 pub use check::Score;
-pub use diff::unified as unified_diff;
 use check::{CheckSettings, Verification};
+pub use diff::unified as unified_diff;
 use explain::{Attempt, StopCause};
 use files::{Files, TreeBytes};
 
@@ -178,7 +178,9 @@ impl Task {
                 // Nothing changed since the last run: its verdict stands.
                 last
             };
-            let rolled_back = self.record_attempt(iteration, &verification, &mut best).await;
+            let rolled_back = self
+                .record_attempt(iteration, &verification, &mut best)
+                .await;
             if verification.passed {
                 return self.finish(StopCause::Success, Some(&verification)).await;
             }
@@ -241,8 +243,10 @@ impl Task {
                 let target = best.1.clone().unwrap_or_else(|| self.files.originals());
                 match self.files.restore(&target).await {
                     Ok(restored) => {
-                        let names: Vec<String> =
-                            restored.iter().map(|p| self.files.paths.relative(p)).collect();
+                        let names: Vec<String> = restored
+                            .iter()
+                            .map(|p| self.files.paths.relative(p))
+                            .collect();
                         note = Some(format!(
                             "This attempt made things worse ({} → {}), so Fettle rolled it back; {} now as they were at the best state so far ({}).",
                             best.0.describe(),
@@ -372,7 +376,8 @@ impl Task {
             focus.paths.push(f.path.clone());
         }
         if let Some(outcome) = &baseline.outcome {
-            let more = super::repo_map::Focus::from_text(&outcome.output, self.files.root(), &self.index);
+            let more =
+                super::repo_map::Focus::from_text(&outcome.output, self.files.root(), &self.index);
             focus.paths.extend(more.paths);
             focus.identifiers.extend(more.identifiers);
         }
@@ -427,7 +432,10 @@ impl Task {
     }
 
     fn attempts_restored(&mut self, restored: Vec<PathBuf>, kept_best: bool, score: check::Score) {
-        let names: Vec<String> = restored.iter().map(|p| self.files.paths.relative(p)).collect();
+        let names: Vec<String> = restored
+            .iter()
+            .map(|p| self.files.paths.relative(p))
+            .collect();
         let what = if kept_best {
             format!("the best state reached ({})", score.describe())
         } else {
@@ -449,7 +457,9 @@ impl Task {
             goal: &self.spec.goal,
             attempts: &self.attempts,
             last: last.map(|v| v.for_model(self.spec.test_command.as_deref())),
-            last_failure_focus: last.and_then(|v| v.report.as_ref()).map(|r| r.summary_for_model()),
+            last_failure_focus: last
+                .and_then(|v| v.report.as_ref())
+                .map(|r| r.summary_for_model()),
             model_text: &self.last_text,
             restore_note: self.restore_note.as_deref(),
             budget: &self.spec.budget,

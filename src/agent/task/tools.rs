@@ -142,14 +142,20 @@ fn parse<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, String> {
     } else {
         call.arguments.clone()
     };
-    serde_json::from_value(args).map_err(|err| format!("invalid arguments for `{}`: {err}", call.name))
+    serde_json::from_value(args)
+        .map_err(|err| format!("invalid arguments for `{}`: {err}", call.name))
 }
 
 /// `1│ text` lines from `start` to `end` (1-based, inclusive).
 pub fn numbered(lines: &[&str], start: usize, end: usize) -> String {
     let width = end.max(1).to_string().len();
     let mut out = String::new();
-    for (i, line) in lines.iter().enumerate().take(end).skip(start.saturating_sub(1)) {
+    for (i, line) in lines
+        .iter()
+        .enumerate()
+        .take(end)
+        .skip(start.saturating_sub(1))
+    {
         out.push_str(&format!("{:>width$}│ {line}\n", i + 1));
     }
     out
@@ -159,9 +165,16 @@ impl Task {
     /// Runs one turn's tool calls. File edits of the turn are validated
     /// together and written all-or-nothing (at the position of the first
     /// one); the other tools run in order.
-    pub(super) async fn run_tools(&mut self, calls: &[ToolCall]) -> Result<Vec<Message>, Interrupt> {
+    pub(super) async fn run_tools(
+        &mut self,
+        calls: &[ToolCall],
+    ) -> Result<Vec<Message>, Interrupt> {
         let mut results: Vec<Option<String>> = vec![None; calls.len()];
-        let mut budget_left = self.spec.budget.max_tool_calls.saturating_sub(self.tool_calls) as usize;
+        let mut budget_left = self
+            .spec
+            .budget
+            .max_tool_calls
+            .saturating_sub(self.tool_calls) as usize;
         let mut file_ops: Vec<(usize, FileOp)> = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             if budget_left == 0 {
@@ -172,7 +185,11 @@ impl Task {
             self.tool_calls += 1;
             self.event(
                 EventKind::ToolCall,
-                format!("{} {}", call.name, crate::model::shorten_for_display(&call.arguments.to_string(), 200)),
+                format!(
+                    "{} {}",
+                    call.name,
+                    crate::model::shorten_for_display(&call.arguments.to_string(), 200)
+                ),
                 json!({ "id": call.id, "name": call.name, "arguments": call.arguments }),
             );
             match call.name.as_str() {
@@ -244,20 +261,33 @@ impl Task {
             "edit" => {
                 let p: EditParams = parse(call)?;
                 let path = self.writable(&p.path)?;
-                Ok(FileOp::Edit { path, search: p.search, replace: p.replace })
+                Ok(FileOp::Edit {
+                    path,
+                    search: p.search,
+                    replace: p.replace,
+                })
             }
             _ => {
                 let p: WriteParams = parse(call)?;
                 let path = self.writable(&p.path)?;
-                Ok(FileOp::Write { path, content: p.content })
+                Ok(FileOp::Write {
+                    path,
+                    content: p.content,
+                })
             }
         }
     }
 
     fn writable(&self, rel: &str) -> Result<PathBuf, String> {
-        let path = self.files.paths.resolve_for_write(rel).map_err(|e| e.to_string())?;
+        let path = self
+            .files
+            .paths
+            .resolve_for_write(rel)
+            .map_err(|e| e.to_string())?;
         if is_secret_path(&path) {
-            return Err(format!("{rel} holds secrets; Fettle does not let the model write it"));
+            return Err(format!(
+                "{rel} holds secrets; Fettle does not let the model write it"
+            ));
         }
         Ok(path)
     }
@@ -265,7 +295,9 @@ impl Task {
     fn readable(&self, rel: &str) -> Result<PathBuf, String> {
         let path = self.files.paths.resolve(rel).map_err(|e| e.to_string())?;
         if is_secret_path(&path) {
-            return Err(format!("{rel} holds secrets; its contents are never sent to the model"));
+            return Err(format!(
+                "{rel} holds secrets; its contents are never sent to the model"
+            ));
         }
         Ok(path)
     }
@@ -305,14 +337,22 @@ impl Task {
 
     fn tool_repo_map(&self, call: &ToolCall) -> Result<String, String> {
         let p: RepoMapParams = parse(call)?;
-        let mut focus = Focus { paths: Vec::new(), identifiers: Vec::new() };
+        let mut focus = Focus {
+            paths: Vec::new(),
+            identifiers: Vec::new(),
+        };
         for item in p.focus {
             match self.files.paths.resolve(&item) {
                 Ok(path) if path.exists() => focus.paths.push(path),
                 _ => focus.identifiers.push(item),
             }
         }
-        Ok(repo_map(&self.index, self.files.root(), &focus, REPO_MAP_TOKENS))
+        Ok(repo_map(
+            &self.index,
+            self.files.root(),
+            &focus,
+            REPO_MAP_TOKENS,
+        ))
     }
 
     fn tool_find_symbol(&self, call: &ToolCall) -> Result<String, String> {
@@ -323,11 +363,17 @@ impl Task {
             found = self.index.search(&p.name, 10);
         }
         if found.is_empty() {
-            return Ok(format!("no definition of `{}` in the index; try `search`", p.name));
+            return Ok(format!(
+                "no definition of `{}` in the index; try `search`",
+                p.name
+            ));
         }
         let mut out = String::new();
         if !exact {
-            out.push_str(&format!("no exact definition of `{}`; closest names:\n", p.name));
+            out.push_str(&format!(
+                "no exact definition of `{}`; closest names:\n",
+                p.name
+            ));
         }
         for sym in found.iter().take(20) {
             let rel = self.files.paths.relative(&sym.path);
@@ -346,7 +392,10 @@ impl Task {
         let p: ReadParams = parse(call)?;
         let path = self.readable(&p.path)?;
         if path.is_dir() {
-            return Err(format!("{} is a directory; use `search` or `repo_map` to find files", p.path));
+            return Err(format!(
+                "{} is a directory; use `search` or `repo_map` to find files",
+                p.path
+            ));
         }
         let text = self
             .files
@@ -366,7 +415,9 @@ impl Task {
             .min(start + 2 * READ_WINDOW - 1);
         let mut out = numbered(&lines, start, end);
         if start > 1 || end < total {
-            out.push_str(&format!("[lines {start}-{end} of {total}; ask for start_line/end_line to see more]\n"));
+            out.push_str(&format!(
+                "[lines {start}-{end} of {total}; ask for start_line/end_line to see more]\n"
+            ));
         }
         Ok(out)
     }
@@ -414,7 +465,10 @@ impl Task {
         let spec = super::check::test_spec(&settings, command.clone());
         let outcome = self.run_spec(&spec).await?;
         let report = crate::agent::verify::parse_test_output(&outcome.output, self.files.root());
-        let mut out = format!("`{command}`: {}\n", outcome.describe().lines().next().unwrap_or(""));
+        let mut out = format!(
+            "`{command}`: {}\n",
+            outcome.describe().lines().next().unwrap_or("")
+        );
         out.push_str(&report.summary_for_model());
         out.push_str("\nOutput:\n");
         out.push_str(&if outcome.output.trim().is_empty() {
@@ -471,7 +525,10 @@ impl Task {
             return Err(Interrupt::Stop(StopCause::Cancelled));
         }
         outcome.map_err(|err| {
-            Interrupt::Stop(StopCause::Error(format!("could not start `{}`: {err}", spec.command)))
+            Interrupt::Stop(StopCause::Error(format!(
+                "could not start `{}`: {err}",
+                spec.command
+            )))
         })
     }
 }

@@ -70,7 +70,8 @@ impl Task {
             Some(u) if u.input_tokens + u.output_tokens > 0 => (u.input_tokens, u.output_tokens),
             _ => (
                 input_estimate,
-                crate::model::tokens::estimate(&turn.text) as u64 + 20 * turn.tool_calls.len() as u64,
+                crate::model::tokens::estimate(&turn.text) as u64
+                    + 20 * turn.tool_calls.len() as u64,
             ),
         };
         self.tokens.input += input;

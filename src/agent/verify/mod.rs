@@ -1,1 +1,13 @@
-//! (in progress)
+//! Verifying a repair with the project's tests: which command runs them
+//! ([`detect_test_command`]), and what their output says
+//! ([`parse_test_output`]): counts, failing tests, messages and the
+//! workspace locations a model needs to repair.
+
+mod detect;
+mod frames;
+mod parse;
+mod report;
+
+pub use detect::{detect_test_command, DetectedTest};
+pub use parse::parse_test_output;
+pub use report::{Frame, TestReport};

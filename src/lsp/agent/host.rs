@@ -10,8 +10,8 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tower_lsp::lsp_types::notification::Notification;
 use tower_lsp::lsp_types::{
-    DocumentChanges, MessageActionItem, MessageType, OneOf, OptionalVersionedTextDocumentIdentifier,
-    TextDocumentEdit, TextEdit, Url, WorkspaceEdit,
+    DocumentChanges, MessageActionItem, MessageType, OneOf,
+    OptionalVersionedTextDocumentIdentifier, TextDocumentEdit, TextEdit, Url, WorkspaceEdit,
 };
 
 use super::super::progress::Progress;
@@ -43,7 +43,10 @@ impl LspHost {
         let forward = tokio::spawn(async move {
             let mut last_status = String::new();
             while let Some(event) = rx.recv().await {
-                if matches!(event.kind, EventKind::Status | EventKind::Verify | EventKind::Edit) {
+                if matches!(
+                    event.kind,
+                    EventKind::Status | EventKind::Verify | EventKind::Edit
+                ) {
                     last_status = event.text.clone();
                     progress.report(event.text.clone(), None).await;
                 }
@@ -87,8 +90,14 @@ impl Host for LspHost {
                     MessageType::WARNING,
                     format!("Fettle's agent wants to run a command in the workspace:\n{command}"),
                     Some(vec![
-                        MessageActionItem { title: RUN.to_owned(), properties: Default::default() },
-                        MessageActionItem { title: DENY.to_owned(), properties: Default::default() },
+                        MessageActionItem {
+                            title: RUN.to_owned(),
+                            properties: Default::default(),
+                        },
+                        MessageActionItem {
+                            title: DENY.to_owned(),
+                            properties: Default::default(),
+                        },
                     ]),
                 )
                 .await;
@@ -123,12 +132,18 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
         let range = doc.range_of(start..old_end, encoding);
         (
             doc.version,
-            TextEdit { range, new_text: new[start..new_end].to_owned() },
+            TextEdit {
+                range,
+                new_text: new[start..new_end].to_owned(),
+            },
         )
     };
     let workspace_edit = WorkspaceEdit {
         document_changes: Some(DocumentChanges::Edits(vec![TextDocumentEdit {
-            text_document: OptionalVersionedTextDocumentIdentifier { uri: uri.clone(), version: Some(version) },
+            text_document: OptionalVersionedTextDocumentIdentifier {
+                uri: uri.clone(),
+                version: Some(version),
+            },
             edits: vec![OneOf::Left(edit)],
         }])),
         ..Default::default()
@@ -221,6 +236,9 @@ mod tests {
         ] {
             assert_eq!(apply(old, new), new, "{old:?} -> {new:?}");
         }
-        assert_eq!(minimal_change("x = 1\ny = 2\n", "x = 1\ny = 3\n"), (10, 11, 11));
+        assert_eq!(
+            minimal_change("x = 1\ny = 2\n", "x = 1\ny = 3\n"),
+            (10, 11, 11)
+        );
     }
 }

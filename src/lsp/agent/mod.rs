@@ -35,7 +35,7 @@ pub struct AgentState {
     counter: AtomicU64,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct ChatArgs {
     message: String,
     uri: Option<Url>,
@@ -53,36 +53,48 @@ struct UriArgs {
     uri: Option<Url>,
 }
 
-fn arg<T: for<'de> Deserialize<'de> + Default>(args: &[Value], command: &str, required: bool) -> Result<T> {
+fn arg<T: for<'de> Deserialize<'de> + Default>(
+    args: &[Value],
+    command: &str,
+    required: bool,
+) -> Result<T> {
     match args.first() {
         None | Some(Value::Null) if !required => Ok(T::default()),
-        None => Err(Error::invalid_params(format!("{command}: expected one argument object"))),
+        None => Err(Error::invalid_params(format!(
+            "{command}: expected one argument object"
+        ))),
         Some(value) => serde_json::from_value(value.clone())
             .map_err(|err| Error::invalid_params(format!("{command}: invalid argument: {err}"))),
     }
 }
 
-impl Default for ChatArgs {
-    fn default() -> Self {
-        Self { message: String::new(), uri: None, range: None }
-    }
-}
-
-pub async fn chat(state: &Arc<State>, args: &[Value], token: Option<ProgressToken>) -> Result<Option<Value>> {
+pub async fn chat(
+    state: &Arc<State>,
+    args: &[Value],
+    token: Option<ProgressToken>,
+) -> Result<Option<Value>> {
     let args: ChatArgs = arg(args, CHAT, true)?;
     if args.message.trim().is_empty() {
-        return Err(Error::invalid_params(format!("{CHAT}: `message` is empty; say what to do")));
+        return Err(Error::invalid_params(format!(
+            "{CHAT}: `message` is empty; say what to do"
+        )));
     }
     let focus_lines = args.range.map(|r| (r.start.line + 1, r.end.line + 1));
     run(state, args.message, args.uri, focus_lines, token).await
 }
 
-pub async fn fix_diagnostics(state: &Arc<State>, args: &[Value], token: Option<ProgressToken>) -> Result<Option<Value>> {
+pub async fn fix_diagnostics(
+    state: &Arc<State>,
+    args: &[Value],
+    token: Option<ProgressToken>,
+) -> Result<Option<Value>> {
     let args: UriArgs = arg(args, FIX_DIAGNOSTICS, false)?;
     let goal = match &args.uri {
         Some(uri) => format!(
             "Fix the errors in {} so that it has no syntax errors and the tests pass.",
-            uri.to_file_path().map(|p| p.display().to_string()).unwrap_or_else(|()| uri.to_string())
+            uri.to_file_path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|()| uri.to_string())
         ),
         None => "Fix the errors in the workspace so that the tests pass.".to_owned(),
     };
@@ -103,7 +115,9 @@ pub fn cancel(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
 pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
     let args: TaskIdArgs = arg(args, UNDO, false)?;
     let Some(root) = state.roots.read().first().cloned() else {
-        return Err(Error::invalid_params(format!("{UNDO}: no workspace folder is open")));
+        return Err(Error::invalid_params(format!(
+            "{UNDO}: no workspace folder is open"
+        )));
     };
     if let Some((id, _)) = state.agent.running.lock().as_ref() {
         if args.task_id.as_ref().is_none_or(|wanted| wanted == id) {
@@ -117,20 +131,25 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
         Some(id) => store.open(id).map_err(|err| {
             Error::invalid_params(format!("{UNDO}: no checkpoint for task {id}: {err}"))
         })?,
-        None => store
-            .latest()
-            .map_err(internal)?
-            .ok_or_else(|| Error::invalid_params(format!("{UNDO}: no task to undo in {}", root.display())))?,
+        None => store.latest().map_err(internal)?.ok_or_else(|| {
+            Error::invalid_params(format!("{UNDO}: no task to undo in {}", root.display()))
+        })?,
     };
     // Open buffers first, through the editor (its undo works too), then the disk bytes.
     let mut restored_buffers = Vec::new();
     for path in checkpoint.touched() {
-        let Ok(Some(original)) = checkpoint.original(&path) else { continue };
-        let Some(current) = buffer_text(state, &path) else { continue };
-        let target = original
-            .buffer
-            .clone()
-            .or_else(|| original.bytes.as_ref().and_then(|b| String::from_utf8(b.clone()).ok()));
+        let Ok(Some(original)) = checkpoint.original(&path) else {
+            continue;
+        };
+        let Some(current) = buffer_text(state, &path) else {
+            continue;
+        };
+        let target = original.buffer.clone().or_else(|| {
+            original
+                .bytes
+                .as_ref()
+                .and_then(|b| String::from_utf8(b.clone()).ok())
+        });
         if let Some(target) = target {
             if target != current {
                 let outcome = host::edit_open_buffer(state, &path, &current, &target).await;
@@ -140,8 +159,17 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
         }
     }
     let report = checkpoint.restore(false).map_err(internal)?;
-    let uri = |p: &PathBuf| Url::from_file_path(p).map(|u| u.to_string()).unwrap_or_default();
-    let mut restored: Vec<String> = report.restored.iter().chain(report.removed.iter()).map(uri).collect();
+    let uri = |p: &PathBuf| {
+        Url::from_file_path(p)
+            .map(|u| u.to_string())
+            .unwrap_or_default()
+    };
+    let mut restored: Vec<String> = report
+        .restored
+        .iter()
+        .chain(report.removed.iter())
+        .map(uri)
+        .collect();
     for path in &restored_buffers {
         let u = uri(path);
         if !restored.contains(&u) {
@@ -149,12 +177,19 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
         }
     }
     if !report.skipped.is_empty() {
-        let names: Vec<String> = report.skipped.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect();
+        let names: Vec<String> = report
+            .skipped
+            .iter()
+            .map(|(p, why)| format!("{} ({why})", p.display()))
+            .collect();
         state
             .client
             .show_message(
                 MessageType::WARNING,
-                format!("fettle: undo left files changed since the task alone: {}", names.join(", ")),
+                format!(
+                    "fettle: undo left files changed since the task alone: {}",
+                    names.join(", ")
+                ),
             )
             .await;
     }
@@ -209,12 +244,30 @@ async fn run(
     let focus_path = uri.as_ref().and_then(|u| u.to_file_path().ok());
     let root = match pick_root(state, focus_path.as_deref()) {
         Some(root) => root,
-        None => return Ok(Some(failed(state, &id, "no workspace folder is open; open a folder to run the agent").await)),
+        None => {
+            return Ok(Some(
+                failed(
+                    state,
+                    &id,
+                    "no workspace folder is open; open a folder to run the agent",
+                )
+                .await,
+            ))
+        }
     };
     let config = state.config();
     let model = match state.models().get(&config.agent.model) {
         Ok(model) => model,
-        Err(err) => return Ok(Some(failed(state, &id, &format!("the agent's model cannot be used: {err}")).await)),
+        Err(err) => {
+            return Ok(Some(
+                failed(
+                    state,
+                    &id,
+                    &format!("the agent's model cannot be used: {err}"),
+                )
+                .await,
+            ))
+        }
     };
     let cancel = Cancel::new();
     {
@@ -236,7 +289,16 @@ async fn run(
     spec.focus = focus_path.map(|path| Focus { path, lines });
     let store = match CheckpointStore::for_workspace(&root) {
         Ok(store) => store,
-        Err(err) => return Ok(Some(failed(state, &id, &format!("cannot create the checkpoint directory: {err}")).await)),
+        Err(err) => {
+            return Ok(Some(
+                failed(
+                    state,
+                    &id,
+                    &format!("cannot create the checkpoint directory: {err}"),
+                )
+                .await,
+            ))
+        }
     };
     let progress = Progress::begin(state, "Fettle agent", token).await;
     let (lsp_host, forwarder) = host::LspHost::new(state.clone(), progress);
@@ -256,12 +318,17 @@ async fn run(
         Ok(result) => result,
         Err(err) => {
             tracing::error!(%err, "agent task panicked");
-            return Ok(Some(failed(state, &id, "the agent task crashed; see the log").await));
+            return Ok(Some(
+                failed(state, &id, "the agent task crashed; see the log").await,
+            ));
         }
     };
     tracing::info!(task = %id, status = result.status.as_str(), iterations = result.iterations, tool_calls = result.tool_calls, ms = result.elapsed_ms, "task finished");
     if matches!(result.status, TaskStatus::Failed) {
-        state.client.show_message(MessageType::ERROR, format!("fettle: {}", result.summary)).await;
+        state
+            .client
+            .show_message(MessageType::ERROR, format!("fettle: {}", result.summary))
+            .await;
     }
     Ok(Some(to_json(&result)))
 }
@@ -274,12 +341,19 @@ impl Drop for ClearRunning {
 }
 
 fn to_json(result: &TaskResult) -> Value {
-    result.to_json(|p| Url::from_file_path(p).map(|u| u.to_string()).unwrap_or_else(|()| p.display().to_string()))
+    result.to_json(|p| {
+        Url::from_file_path(p)
+            .map(|u| u.to_string())
+            .unwrap_or_else(|()| p.display().to_string())
+    })
 }
 
 /// A task that could not start: told to the user and answered as `failed`.
 async fn failed(state: &State, id: &str, why: &str) -> Value {
-    state.client.show_message(MessageType::ERROR, format!("fettle: {why}")).await;
+    state
+        .client
+        .show_message(MessageType::ERROR, format!("fettle: {why}"))
+        .await;
     to_json(&TaskResult {
         task_id: id.to_owned(),
         status: TaskStatus::Failed,
@@ -296,6 +370,12 @@ async fn failed(state: &State, id: &str, why: &str) -> Value {
 /// The workspace folder containing `path`, else the first one.
 fn pick_root(state: &State, path: Option<&Path>) -> Option<PathBuf> {
     let roots = state.roots.read();
-    path.and_then(|p| roots.iter().filter(|r| p.starts_with(r)).max_by_key(|r| r.as_os_str().len()).cloned())
-        .or_else(|| roots.first().cloned())
+    path.and_then(|p| {
+        roots
+            .iter()
+            .filter(|r| p.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+            .cloned()
+    })
+    .or_else(|| roots.first().cloned())
 }

@@ -1,0 +1,270 @@
+//! The repo map: the workspace's most relevant definitions, one signature
+//! a line, packed into a token budget — Aider's repo map on our index.
+//!
+//! Files are ranked by PageRank over the reference graph, personalized to
+//! the [`Focus`] (the paths and identifiers a goal or a failing test
+//! mentions); see [`rank`]. A definition scores the rank that flows to it
+//! along the references to its name, plus a small share of its file's rank
+//! (so a top file's unreferenced entry points still show), plus its file's
+//! whole rank when the focus names it. The top
+//! definitions are shown grouped by file, files in rank order:
+//!
+//! ```text
+//! src/config.rs:
+//!    4│ pub struct Config
+//!    8│ impl Config
+//!    9│   pub fn load(path: &str) -> Config
+//! ```
+//!
+//! How many definitions fit is found by binary search on the rendered
+//! text's [`estimate`]; files none of whose definitions made it are left
+//! out whole (and counted in a last line).
+mod focus;
+mod rank;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::index::{IndexedSymbol, WorkspaceIndex};
+use crate::model::tokens::estimate;
+use crate::syntax::SymbolKind;
+
+use rank::Graph;
+
+/// What the map is personalized to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Focus {
+    /// Absolute paths of workspace files.
+    pub paths: Vec<PathBuf>,
+    /// Names the index defines.
+    pub identifiers: Vec<String>,
+}
+
+impl Focus {
+    /// The workspace files (`path`, `path:line`, relative or absolute,
+    /// diff `a/` `b/` paths, or a unique suffix of an indexed path) and
+    /// the defined identifiers (at most a few definers each, no stop words)
+    /// that `text` mentions, in order of first mention.
+    pub fn from_text(text: &str, root: &Path, index: &WorkspaceIndex) -> Focus {
+        focus::from_text(text, root, index)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty() && self.identifiers.is_empty()
+    }
+}
+
+/// Every indexed file with its rank (summing to 1), best first; ties by path.
+pub fn rank_files(index: &WorkspaceIndex, focus: &Focus) -> Vec<(PathBuf, f64)> {
+    let graph = Graph::build(index, focus);
+    graph
+        .ranked_files()
+        .into_iter()
+        .map(|i| (graph.files[i].to_path_buf(), graph.rank[i]))
+        .collect()
+}
+
+/// Share of its file's rank every top-level definition scores on top of
+/// what flows to it (nested ones get half).
+const FILE_SHARE: f64 = 0.05;
+/// Rough floor on the tokens one map line costs; bounds the candidates.
+const MIN_LINE_TOKENS: usize = 3;
+
+/// The map of the workspace, at most `budget_tokens` by [`estimate`]
+/// (empty when not even one definition fits).
+pub fn repo_map(
+    index: &WorkspaceIndex,
+    root: &Path,
+    focus: &Focus,
+    budget_tokens: usize,
+) -> String {
+    let graph = Graph::build(index, focus);
+    if graph.files.is_empty() {
+        let note = "(repo map: no source files are indexed)";
+        return if estimate(note) <= budget_tokens {
+            note.to_owned()
+        } else {
+            String::new()
+        };
+    }
+    let map = Candidates::collect(
+        index,
+        root,
+        &graph,
+        focus,
+        budget_tokens / MIN_LINE_TOKENS + 1,
+    );
+    // Largest prefix of the ranked definitions whose rendering fits.
+    let (mut lo, mut hi) = (0, map.ranked.len());
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if estimate(&map.render(mid)) <= budget_tokens {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    map.render(lo)
+}
+
+struct FileEntry {
+    display: String,
+    symbols: Vec<IndexedSymbol>,
+    /// Enclosing symbol of each, by index into `symbols`.
+    parent: Vec<Option<usize>>,
+    depth: Vec<usize>,
+}
+
+struct Candidates {
+    /// In map order (rank, then path).
+    files: Vec<FileEntry>,
+    /// (file, symbol) best first.
+    ranked: Vec<(usize, usize)>,
+}
+
+impl Candidates {
+    fn collect(
+        index: &WorkspaceIndex,
+        root: &Path,
+        graph: &Graph,
+        focus: &Focus,
+        limit: usize,
+    ) -> Candidates {
+        let flow = graph.definition_flow();
+        let focused: HashSet<&str> = focus.identifiers.iter().map(String::as_str).collect();
+        let mut files = Vec::new();
+        let mut scored: Vec<(f64, usize, usize)> = Vec::new();
+        for file in graph.ranked_files() {
+            let path = &graph.files[file];
+            let symbols = index.file_symbols(path);
+            let (parent, depth) = nesting(&symbols);
+            let at = files.len();
+            for (i, s) in symbols.iter().enumerate() {
+                let own = if depth[i] == 0 {
+                    FILE_SHARE
+                } else {
+                    FILE_SHARE / 2.0
+                };
+                let flowed = flow.get(&(file, s.name.clone())).copied().unwrap_or(0.0);
+                // A name the goal mentions is shown even if little uses it.
+                let named = if focused.contains(&*s.name) {
+                    graph.rank[file]
+                } else {
+                    0.0
+                };
+                scored.push((flowed + named + own * graph.rank[file], at, i));
+            }
+            files.push(FileEntry {
+                display: display_path(root, path),
+                symbols,
+                parent,
+                depth,
+            });
+        }
+        // Ties: earlier file in map order, then document order.
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        scored.truncate(limit);
+        Candidates {
+            files,
+            ranked: scored.into_iter().map(|(_, f, s)| (f, s)).collect(),
+        }
+    }
+
+    /// The map of the top `k` definitions, with their enclosing items for
+    /// context.
+    fn render(&self, k: usize) -> String {
+        let mut chosen: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for &(file, sym) in &self.ranked[..k.min(self.ranked.len())] {
+            let entry = chosen.entry(file).or_default();
+            let mut at = Some(sym);
+            while let Some(i) = at {
+                entry.push(i);
+                at = self.files[file].parent[i];
+            }
+        }
+        let mut out = String::new();
+        for (&file, syms) in chosen.iter_mut() {
+            let entry = &self.files[file];
+            syms.sort_unstable();
+            syms.dedup();
+            out.push_str(&entry.display);
+            out.push_str(":\n");
+            for &i in syms.iter() {
+                let s = &entry.symbols[i];
+                let indent = "  ".repeat(entry.depth[i]);
+                out.push_str(&format!(
+                    "{:>4}│ {indent}{}\n",
+                    s.selection.0.line + 1,
+                    signature(s)
+                ));
+            }
+        }
+        let left = self.files.len() - chosen.len();
+        if !chosen.is_empty() && left > 0 {
+            out.push_str(&format!("(… {left} more files not shown)\n"));
+        }
+        out
+    }
+}
+
+/// Each symbol's enclosing symbol and depth; `symbols` is in document
+/// order, enclosing before enclosed.
+fn nesting(symbols: &[IndexedSymbol]) -> (Vec<Option<usize>>, Vec<usize>) {
+    let mut parent = Vec::with_capacity(symbols.len());
+    let mut depth = Vec::with_capacity(symbols.len());
+    let mut stack: Vec<usize> = Vec::new();
+    for (i, s) in symbols.iter().enumerate() {
+        while let Some(&top) = stack.last() {
+            let outer = &symbols[top].range;
+            if outer.0 <= s.range.0 && s.range.1 <= outer.1 {
+                break;
+            }
+            stack.pop();
+        }
+        parent.push(stack.last().copied());
+        depth.push(stack.len());
+        stack.push(i);
+    }
+    (parent, depth)
+}
+
+fn signature(s: &IndexedSymbol) -> String {
+    match &s.detail {
+        Some(d) => d.to_string(),
+        None => format!("{} {}", kind_word(s.kind), s.name),
+    }
+}
+
+fn kind_word(kind: SymbolKind) -> &'static str {
+    match kind {
+        SymbolKind::Module => "mod",
+        SymbolKind::Namespace => "namespace",
+        SymbolKind::Class => "class",
+        SymbolKind::Struct => "struct",
+        SymbolKind::Enum => "enum",
+        SymbolKind::Interface => "interface",
+        SymbolKind::Trait => "trait",
+        SymbolKind::Impl => "impl",
+        SymbolKind::Function | SymbolKind::Method => "fn",
+        SymbolKind::Constructor => "constructor",
+        SymbolKind::Field => "field",
+        SymbolKind::Property => "property",
+        SymbolKind::EnumMember => "variant",
+        SymbolKind::Constant => "const",
+        SymbolKind::Variable => "var",
+        SymbolKind::TypeAlias => "type",
+        SymbolKind::Macro => "macro",
+    }
+}
+
+/// Relative to `root` with `/`, or the full path for a file outside it.
+fn display_path(root: &Path, path: &Path) -> String {
+    match path.strip_prefix(root) {
+        Ok(rel) => rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/"),
+        Err(_) => path.to_string_lossy().into_owned(),
+    }
+}

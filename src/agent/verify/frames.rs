@@ -1,0 +1,133 @@
+//! Turning a path printed by a test runner into a workspace-relative path,
+//! or nothing: frames outside the workspace (the standard library,
+//! site-packages, node_modules, the cargo registry) are no use for a repair.
+
+use std::cell::OnceCell;
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+
+/// Path components that mark dependency code even inside the workspace.
+const DEPENDENCY_DIRS: [&str; 5] = [
+    "node_modules",
+    "site-packages",
+    "dist-packages",
+    ".venv",
+    "vendor",
+];
+
+/// Bounds for the file-name index (used for bare names like go's
+/// `x_test.go:12`): a huge workspace costs a bounded walk, once.
+const INDEX_MAX_FILES: usize = 50_000;
+const INDEX_MAX_DEPTH: usize = 12;
+
+pub(super) struct Resolver<'a> {
+    root: &'a Path,
+    canonical_root: Option<PathBuf>,
+    by_name: OnceCell<HashMap<String, Vec<String>>>,
+}
+
+impl<'a> Resolver<'a> {
+    pub fn new(root: &'a Path) -> Self {
+        Self {
+            root,
+            canonical_root: root.canonicalize().ok(),
+            by_name: OnceCell::new(),
+        }
+    }
+
+    /// The workspace-relative form of `printed` if it names a file inside
+    /// the workspace. A relative path is tried under `dir` first, then the
+    /// root, then (a bare file name) by a unique file of that name.
+    pub fn resolve(&self, dir: Option<&str>, printed: &str) -> Option<String> {
+        let text = printed.trim().trim_matches(|c| c == '"' || c == '\'');
+        let text = text.strip_prefix("file://").unwrap_or(text);
+        if text.is_empty() || text.contains('<') || text.starts_with("node:") {
+            return None;
+        }
+        let path = Path::new(text);
+        if path.is_absolute() {
+            let rel = path
+                .strip_prefix(self.root)
+                .ok()
+                .or_else(|| path.strip_prefix(self.canonical_root.as_ref()?).ok())
+                .map(Path::to_path_buf)
+                .or_else(|| {
+                    // The runner may print a canonical path for a root given
+                    // through a symlink (macOS /tmp) or the other way round.
+                    let canonical = path.canonicalize().ok()?;
+                    let root = self.canonical_root.as_ref()?;
+                    Some(canonical.strip_prefix(root).ok()?.to_path_buf())
+                })?;
+            return self.check(&rel);
+        }
+        if let Some(dir) = dir {
+            if let Some(found) = self.check(&Path::new(dir).join(path)) {
+                return Some(found);
+            }
+        }
+        if let Some(found) = self.check(path) {
+            return Some(found);
+        }
+        if path.components().count() == 1 {
+            let names = self.by_name.get_or_init(|| index_names(self.root));
+            if let [only] = names.get(text)?.as_slice() {
+                return Some(only.clone());
+            }
+        }
+        None
+    }
+
+    /// `rel` normalised (`./` dropped), if it stays inside the root, is not
+    /// dependency code, and is a file.
+    fn check(&self, rel: &Path) -> Option<String> {
+        let mut parts = Vec::new();
+        for component in rel.components() {
+            match component {
+                Component::CurDir => {}
+                Component::Normal(part) => {
+                    let part = part.to_str()?;
+                    if DEPENDENCY_DIRS.contains(&part) {
+                        return None;
+                    }
+                    parts.push(part);
+                }
+                // `..`, a root or a prefix could leave the workspace.
+                _ => return None,
+            }
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        let joined = parts.join("/");
+        self.root.join(&joined).is_file().then_some(joined)
+    }
+}
+
+/// File name → workspace-relative paths, honouring .gitignore and skipping
+/// hidden and dependency folders.
+fn index_names(root: &Path) -> HashMap<String, Vec<String>> {
+    let mut map: HashMap<String, Vec<String>> = HashMap::new();
+    let walker = ignore::WalkBuilder::new(root)
+        .max_depth(Some(INDEX_MAX_DEPTH))
+        .filter_entry(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| !DEPENDENCY_DIRS.contains(&n) && n != "target")
+        })
+        .build();
+    for entry in walker.filter_map(Result::ok).take(INDEX_MAX_FILES) {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let (Some(name), Some(rel)) = (entry.file_name().to_str(), rel.to_str()) else {
+            continue;
+        };
+        map.entry(name.to_string())
+            .or_default()
+            .push(rel.replace('\\', "/"));
+    }
+    map
+}

@@ -1,0 +1,315 @@
+//! Checkpoints: record, modify, restore byte for byte (CRLF, modes, new
+//! files), changes after the task, re-opening after a crash, and the
+//! in-memory `TreeState`.
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use fettle::agent::checkpoint::{CheckpointStore, Original, TreeState};
+use fettle::agent::fsutil::{file_mode, write_atomic};
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    store: CheckpointStore,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap().join("ws");
+    fs::create_dir_all(root.join("src")).unwrap();
+    let store = CheckpointStore::with_dir(tmp.path().join("cache/tasks/x"), &root);
+    Fixture {
+        _tmp: tmp,
+        root,
+        store,
+    }
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Writes like the agent does: record first, write, record the result.
+fn agent_write(cp: &mut fettle::agent::checkpoint::Checkpoint, path: &Path, bytes: &[u8]) {
+    cp.record(path, None).unwrap();
+    write_atomic(path, bytes, None).unwrap();
+    cp.record_result(path, bytes).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn restore_is_byte_identical_with_modes_and_crlf() {
+    let f = fixture();
+    let crlf = f.root.join("src/win.rs");
+    let script = f.root.join("run.sh");
+    let private = f.root.join("secret.env");
+    let crlf_bytes = b"fn a() {\r\n    1\r\n}\r\n\xef\xbb\xbf trailing no newline".to_vec();
+    fs::write(&crlf, &crlf_bytes).unwrap();
+    fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    set_mode(&script, 0o755);
+    fs::write(&private, "KEY=1\n").unwrap();
+    set_mode(&private, 0o600);
+
+    let mut cp = f.store.begin("t1", "fix the build").unwrap();
+    agent_write(&mut cp, &crlf, b"fn a() {\n    2\n}\n");
+    agent_write(&mut cp, &script, b"#!/bin/sh\necho bye\n");
+    agent_write(&mut cp, &private, b"KEY=2\n");
+    // A second record of the same path keeps the first original.
+    agent_write(&mut cp, &script, b"#!/bin/sh\necho again\n");
+    set_mode(&private, 0o644);
+    assert_eq!(
+        cp.touched(),
+        vec![crlf.clone(), script.clone(), private.clone()]
+    );
+    assert_eq!(
+        cp.original(&script).unwrap(),
+        Some(Original {
+            bytes: Some(b"#!/bin/sh\necho hi\n".to_vec()),
+            mode: Some(0o755),
+            buffer: None,
+        })
+    );
+
+    let report = cp.restore(false).unwrap();
+    assert_eq!(
+        report.restored,
+        vec![crlf.clone(), script.clone(), private.clone()]
+    );
+    assert!(
+        report.removed.is_empty() && report.skipped.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(fs::read(&crlf).unwrap(), crlf_bytes);
+    assert_eq!(fs::read(&script).unwrap(), b"#!/bin/sh\necho hi\n");
+    assert_eq!(file_mode(&script).unwrap(), Some(0o755));
+    assert_eq!(file_mode(&private).unwrap(), Some(0o600));
+}
+
+#[test]
+fn new_files_and_their_directories_are_removed() {
+    let f = fixture();
+    let new_file = f.root.join("src/new.rs");
+    let nested = f.root.join("gen/deep/er/mod.rs");
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    agent_write(&mut cp, &new_file, b"fn new() {}\n");
+    agent_write(&mut cp, &nested, b"x\n");
+    assert_eq!(cp.original(&nested).unwrap().unwrap().bytes, None);
+
+    let report = cp.restore(false).unwrap();
+    assert_eq!(report.removed, vec![new_file.clone(), nested.clone()]);
+    assert!(!new_file.exists() && !f.root.join("gen").exists());
+    assert!(f.root.join("src").is_dir(), "pre-existing directories stay");
+}
+
+#[test]
+fn created_directory_with_user_files_is_kept() {
+    let f = fixture();
+    let nested = f.root.join("gen/out.txt");
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    agent_write(&mut cp, &nested, b"x\n");
+    fs::write(f.root.join("gen/user.txt"), "mine").unwrap();
+    cp.restore(false).unwrap();
+    assert!(!nested.exists());
+    assert_eq!(
+        fs::read_to_string(f.root.join("gen/user.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[test]
+fn files_changed_after_the_task_are_skipped_unless_forced() {
+    let f = fixture();
+    let edited = f.root.join("src/a.rs");
+    let created = f.root.join("src/b.rs");
+    let untouched_since = f.root.join("src/c.rs");
+    fs::write(&edited, "original a\n").unwrap();
+    fs::write(&untouched_since, "original c\n").unwrap();
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    agent_write(&mut cp, &edited, b"task a\n");
+    agent_write(&mut cp, &created, b"task b\n");
+    agent_write(&mut cp, &untouched_since, b"task c\n");
+    cp.finish("fixed").unwrap();
+    // The user keeps working.
+    fs::write(&edited, "user a\n").unwrap();
+    fs::write(&created, "user b\n").unwrap();
+
+    let report = cp.restore(false).unwrap();
+    assert_eq!(report.restored, vec![untouched_since.clone()]);
+    assert_eq!(
+        report.skipped,
+        vec![
+            (edited.clone(), "changed since the task".to_owned()),
+            (created.clone(), "changed since the task".to_owned()),
+        ]
+    );
+    assert_eq!(fs::read_to_string(&edited).unwrap(), "user a\n");
+    assert_eq!(
+        fs::read_to_string(&untouched_since).unwrap(),
+        "original c\n"
+    );
+
+    let report = cp.restore(true).unwrap();
+    assert!(report.skipped.is_empty());
+    assert_eq!(report.removed, vec![created.clone()]);
+    assert_eq!(fs::read_to_string(&edited).unwrap(), "original a\n");
+    assert!(!created.exists());
+}
+
+#[test]
+fn deleted_after_the_task_is_skipped_unless_forced() {
+    let f = fixture();
+    let path = f.root.join("a.txt");
+    fs::write(&path, "orig").unwrap();
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    agent_write(&mut cp, &path, b"task");
+    fs::remove_file(&path).unwrap();
+    let report = cp.restore(false).unwrap();
+    assert_eq!(
+        report.skipped,
+        vec![(path.clone(), "deleted since the task".to_owned())]
+    );
+    assert!(!path.exists());
+    cp.restore(true).unwrap();
+    assert_eq!(fs::read_to_string(&path).unwrap(), "orig");
+}
+
+#[test]
+fn reopen_after_a_crash_restores() {
+    let f = fixture();
+    let path = f.root.join("src/lib.rs");
+    fs::write(&path, "before\r\n").unwrap();
+    let buffer_path = f.root.join("src/open.rs");
+    fs::write(&buffer_path, "disk\n").unwrap();
+    {
+        let mut cp = f.store.begin("task-1", "goal").unwrap();
+        cp.record(&path, None).unwrap();
+        cp.record(&buffer_path, Some("unsaved buffer\n")).unwrap();
+        // Crash right after the write, before `record_result`.
+        fs::write(&path, "half done\n").unwrap();
+        drop(cp);
+    }
+    // A new process: only the store on disk is left.
+    let store = CheckpointStore::with_dir(f.store.dir(), &f.root);
+    let cp = store.open("task-1").unwrap();
+    assert_eq!(cp.task_id(), "task-1");
+    assert_eq!(cp.status(), None, "never finished");
+    assert_eq!(
+        cp.original(&buffer_path)
+            .unwrap()
+            .unwrap()
+            .buffer
+            .as_deref(),
+        Some("unsaved buffer\n")
+    );
+    let report = cp.restore(false).unwrap();
+    assert!(report.skipped.is_empty(), "{report:?}");
+    assert_eq!(fs::read(&path).unwrap(), b"before\r\n");
+}
+
+#[test]
+fn latest_list_and_errors() {
+    let f = fixture();
+    assert!(f.store.latest().unwrap().is_none());
+    assert!(f.store.list().unwrap().is_empty());
+    let mut first = f.store.begin("first", "goal one").unwrap();
+    first.finish("gave up").unwrap();
+    f.store.begin("second", "goal two").unwrap();
+    assert_eq!(f.store.latest().unwrap().unwrap().task_id(), "second");
+    let list = f.store.list().unwrap();
+    let ids: Vec<_> = list.iter().map(|t| t.task_id.as_str()).collect();
+    assert_eq!(ids, ["second", "first"]);
+    assert_eq!(list[1].status.as_deref(), Some("gave up"));
+    assert_eq!(list[1].goal, "goal one");
+    assert!(list[1].ended.is_some() && list[0].ended.is_none());
+
+    assert!(f.store.begin("second", "again").is_err(), "ids are unique");
+    assert!(f.store.open("missing").is_err());
+    for bad in ["../escape", "a/b", "", ".hidden"] {
+        assert!(f.store.begin(bad, "g").is_err(), "{bad}");
+    }
+    let mut cp = f.store.open("second").unwrap();
+    assert!(cp.record(Path::new("relative.txt"), None).is_err());
+    assert!(cp.record_result(&f.root.join("never.txt"), b"").is_err());
+    // A corrupt manifest hides only its own task.
+    fs::write(f.store.dir().join("first/manifest.json"), "{").unwrap();
+    assert!(f.store.open("first").is_err());
+    assert_eq!(f.store.list().unwrap().len(), 1);
+}
+
+/// One test for everything that reads the environment: tests run in
+/// parallel threads, and these variables are process-wide.
+#[test]
+fn cache_dir_and_stores_follow_the_environment() {
+    std::env::set_var("FETTLE_CACHE_DIR", "/tmp/fettle-test-cache");
+    assert_eq!(
+        fettle::agent::checkpoint::cache_dir(),
+        PathBuf::from("/tmp/fettle-test-cache")
+    );
+    std::env::remove_var("FETTLE_CACHE_DIR");
+    std::env::set_var("XDG_CACHE_HOME", "/tmp/xdg");
+    assert_eq!(
+        fettle::agent::checkpoint::cache_dir(),
+        PathBuf::from("/tmp/xdg/fettle")
+    );
+    std::env::set_var("XDG_CACHE_HOME", "relative");
+    std::env::set_var("HOME", "/home/u");
+    assert_eq!(
+        fettle::agent::checkpoint::cache_dir(),
+        PathBuf::from("/home/u/.cache/fettle")
+    );
+
+    let cache = tempfile::tempdir().unwrap();
+    std::env::set_var("FETTLE_CACHE_DIR", cache.path());
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let sa = CheckpointStore::for_workspace(a.path()).unwrap();
+    let sb = CheckpointStore::for_workspace(b.path()).unwrap();
+    assert_ne!(sa.dir(), sb.dir());
+    assert_eq!(
+        sa.dir(),
+        CheckpointStore::for_workspace(a.path()).unwrap().dir()
+    );
+    assert_eq!(sa.dir().parent().unwrap(), cache.path().join("tasks"));
+    sa.begin("t", "g").unwrap();
+    assert_eq!(
+        sa.latest().unwrap().unwrap().root(),
+        fs::canonicalize(a.path()).unwrap()
+    );
+    assert!(sb.latest().unwrap().is_none());
+}
+
+#[cfg(unix)]
+#[test]
+fn tree_state_returns_to_a_snapshot() {
+    let f = fixture();
+    let a = f.root.join("a.sh");
+    let b = f.root.join("src/b.rs");
+    let c = f.root.join("new/dir/c.rs");
+    fs::write(&a, "a1\r\n").unwrap();
+    set_mode(&a, 0o755);
+    fs::write(&b, "b1\n").unwrap();
+    let best = TreeState::capture([&a, &b, &c]).unwrap();
+    assert_eq!(best.get(&c), Some(None));
+    assert_eq!(best.get(&a), Some(Some(&b"a1\r\n"[..])));
+
+    // A worse attempt: a rewritten without its mode, b unchanged, c created.
+    fs::remove_file(&a).unwrap();
+    fs::write(&a, "a2\n").unwrap();
+    set_mode(&a, 0o644);
+    write_atomic(&c, b"c2\n", None).unwrap();
+
+    let changed = best.apply().unwrap();
+    assert_eq!(changed, vec![a.clone(), c.clone()]);
+    assert_eq!(fs::read(&a).unwrap(), b"a1\r\n");
+    assert_eq!(file_mode(&a).unwrap(), Some(0o755));
+    assert_eq!(fs::read(&b).unwrap(), b"b1\n");
+    assert!(!c.exists() && !f.root.join("new").exists());
+    assert!(
+        best.apply().unwrap().is_empty(),
+        "applying twice changes nothing"
+    );
+}

@@ -1,0 +1,231 @@
+//! The repo map over a small Python + Rust project (copied to a temp dir
+//! and indexed for real): the map itself, personalization, the budget.
+// Tests may unwrap: a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use fettle::agent::repo_map::{rank_files, repo_map, Focus};
+use fettle::index::{IndexSettings, WorkspaceIndex};
+use fettle::model::tokens::estimate;
+use tempfile::TempDir;
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+fn project() -> (TempDir, WorkspaceIndex) {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent/repo_map/project");
+    copy_dir(&fixture, dir.path());
+    let index = WorkspaceIndex::new(IndexSettings {
+        threads: 2,
+        ..IndexSettings::default()
+    });
+    let stats = index.index_roots(
+        &[dir.path().to_path_buf()],
+        &|_| {},
+        &AtomicBool::new(false),
+    );
+    assert_eq!(stats.files, 9);
+    (dir, index)
+}
+
+fn ranked(index: &WorkspaceIndex, root: &Path, focus: &Focus) -> Vec<String> {
+    rank_files(index, focus)
+        .into_iter()
+        .map(|(p, _)| p.strip_prefix(root).unwrap().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn position(order: &[String], rel: &str) -> usize {
+    order.iter().position(|p| p == rel).unwrap()
+}
+
+#[test]
+fn map_of_the_project() {
+    let (dir, index) = project();
+    let map = repo_map(&index, dir.path(), &Focus::default(), 4000);
+    insta::assert_snapshot!("unfocused", map);
+    // With room for everything, every file is there and nothing is "not shown".
+    assert!(!map.contains("more files not shown"));
+    assert_eq!(map.lines().filter(|l| l.ends_with(':')).count(), 9);
+}
+
+#[test]
+fn ranks_sum_to_one_and_follow_references() {
+    let (dir, index) = project();
+    let ranks = rank_files(&index, &Focus::default());
+    let sum: f64 = ranks.iter().map(|(_, r)| r).sum();
+    assert!((sum - 1.0).abs() < 1e-6, "{sum}");
+    let order = ranked(&index, dir.path(), &Focus::default());
+    // Referenced by every other Python file vs referenced by none.
+    assert!(position(&order, "app/models.py") < position(&order, "tests/test_billing.py"));
+    // Config is used by router, server; main.rs is used by nobody.
+    assert!(position(&order, "src/config.rs") < position(&order, "src/main.rs"));
+}
+
+#[test]
+fn focus_personalizes_the_ranking() {
+    let (dir, index) = project();
+    let plain = ranked(&index, dir.path(), &Focus::default());
+    assert_ne!(plain[0], "app/shipping.py");
+    let on_shipping = Focus {
+        paths: vec![dir.path().join("app/shipping.py")],
+        identifiers: Vec::new(),
+    };
+    let focused = ranked(&index, dir.path(), &on_shipping);
+    assert_eq!(focused[0], "app/shipping.py", "{focused:?}");
+    // Mass flows from the focus to what it uses, Customer's module.
+    assert!(position(&focused, "app/models.py") <= 1, "{focused:?}");
+
+    let on_format = Focus {
+        paths: Vec::new(),
+        identifiers: vec!["format_bytes".into()],
+    };
+    let focused = ranked(&index, dir.path(), &on_format);
+    assert!(
+        position(&focused, "src/util.rs") < position(&plain, "src/util.rs"),
+        "{plain:?} vs {focused:?}"
+    );
+    assert_eq!(focused[0], "src/util.rs");
+}
+
+#[test]
+fn focus_from_a_failing_test() {
+    let (dir, index) = project();
+    let root = dir.path();
+    let output = format!(
+        "FAILED tests/test_billing.py::test_compute_total - assert 3.59 == 3.6\n\
+         Traceback (most recent call last):\n  \
+         File \"{}\", line 12, in compute_total\n    \
+         discounted = apply_discount(subtotal, discount_percent)\n\
+         error: cannot find `parse_pairs` in src/config.rs:21:8\n\
+         see also ./app/models.py:24, checkout/app/shipping.py, billing.py and missing/file.py:3; self.items\n",
+        root.join("app/billing.py").display()
+    );
+    let focus = Focus::from_text(&output, root, &index);
+    let rel: Vec<String> = focus
+        .paths
+        .iter()
+        .map(|p| p.strip_prefix(root).unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        rel,
+        [
+            "tests/test_billing.py",
+            "app/billing.py",
+            "src/config.rs",
+            "app/models.py",
+            "app/shipping.py"
+        ]
+    );
+    assert_eq!(
+        focus.identifiers,
+        [
+            "test_compute_total",
+            "compute_total",
+            "apply_discount",
+            "subtotal",
+            "parse_pairs"
+        ]
+    );
+    let map = repo_map(&index, root, &focus, 200);
+    insta::assert_snapshot!("focused_on_failure", map);
+    assert!(estimate(&map) <= 200);
+    // The definitions of the identifiers it names are in, however little
+    // the rest of the workspace uses them.
+    for name in [
+        "def compute_total",
+        "def apply_discount",
+        "def subtotal",
+        "fn parse_pairs",
+    ] {
+        assert!(map.contains(name), "{name} missing:\n{map}");
+    }
+    assert_ne!(map, repo_map(&index, root, &Focus::default(), 200));
+}
+
+#[test]
+fn the_budget_is_respected_and_more_budget_shows_more() {
+    let (dir, index) = project();
+    let focus = Focus::default();
+    let mut last = 0;
+    for budget in [0, 5, 20, 40, 80, 120, 200, 400, 800, 4000] {
+        let map = repo_map(&index, dir.path(), &focus, budget);
+        assert!(
+            estimate(&map) <= budget,
+            "budget {budget}: {} tokens\n{map}",
+            estimate(&map)
+        );
+        let lines = map.lines().count();
+        assert!(
+            lines >= last,
+            "budget {budget} shows less than a smaller one"
+        );
+        last = lines;
+    }
+    assert_eq!(repo_map(&index, dir.path(), &focus, 0), "");
+    let small = repo_map(&index, dir.path(), &focus, 60);
+    assert!(small.contains("more files not shown"), "{small}");
+}
+
+#[test]
+fn the_map_is_deterministic() {
+    let (dir, index) = project();
+    let focus = Focus {
+        paths: vec![dir.path().join("src/server.rs")],
+        identifiers: vec!["Order".into()],
+    };
+    let first = repo_map(&index, dir.path(), &focus, 300);
+    for _ in 0..5 {
+        assert_eq!(repo_map(&index, dir.path(), &focus, 300), first);
+    }
+    // A second index of the same files gives the same map.
+    let (dir2, index2) = project();
+    let focus2 = Focus {
+        paths: vec![dir2.path().join("src/server.rs")],
+        identifiers: vec!["Order".into()],
+    };
+    assert_eq!(repo_map(&index2, dir2.path(), &focus2, 300), first);
+}
+
+#[test]
+fn an_empty_index_gives_a_short_note() {
+    let index = WorkspaceIndex::new(IndexSettings::default());
+    let root = PathBuf::from("/nowhere");
+    let map = repo_map(&index, &root, &Focus::default(), 100);
+    assert_eq!(map, "(repo map: no source files are indexed)");
+    assert!(rank_files(&index, &Focus::default()).is_empty());
+    assert_eq!(repo_map(&index, &root, &Focus::default(), 2), "");
+}
+
+#[test]
+fn tmp_perf_probe() {
+    let root = PathBuf::from(std::env::var("PROBE_TREE").unwrap());
+    let index = WorkspaceIndex::new(IndexSettings { threads: 2, ..IndexSettings::default() });
+    let t = std::time::Instant::now();
+    let stats = index.index_roots(&[root.clone()], &|_| {}, &AtomicBool::new(false));
+    eprintln!("index {:?} {} files {} lines", t.elapsed(), stats.files, stats.lines);
+    for budget in [1024, 4096] {
+        let t = std::time::Instant::now();
+        let map = repo_map(&index, &root, &Focus::default(), budget);
+        eprintln!("map {budget}: {:?} {} tokens", t.elapsed(), estimate(&map));
+    }
+    let t = std::time::Instant::now();
+    let r = fettle::agent::search::search(&root, &fettle::agent::search::SearchArgs::literal("self")).unwrap();
+    eprintln!("search self: {:?} {} matches {} files", t.elapsed(), r.total_matches, r.files_searched);
+    eprintln!("{}", repo_map(&index, &root, &Focus::default(), 400));
+}
