@@ -211,21 +211,3 @@ fn an_empty_index_gives_a_short_note() {
     assert!(rank_files(&index, &Focus::default()).is_empty());
     assert_eq!(repo_map(&index, &root, &Focus::default(), 2), "");
 }
-
-#[test]
-fn tmp_perf_probe() {
-    let root = PathBuf::from(std::env::var("PROBE_TREE").unwrap());
-    let index = WorkspaceIndex::new(IndexSettings { threads: 2, ..IndexSettings::default() });
-    let t = std::time::Instant::now();
-    let stats = index.index_roots(&[root.clone()], &|_| {}, &AtomicBool::new(false));
-    eprintln!("index {:?} {} files {} lines", t.elapsed(), stats.files, stats.lines);
-    for budget in [1024, 4096] {
-        let t = std::time::Instant::now();
-        let map = repo_map(&index, &root, &Focus::default(), budget);
-        eprintln!("map {budget}: {:?} {} tokens", t.elapsed(), estimate(&map));
-    }
-    let t = std::time::Instant::now();
-    let r = fettle::agent::search::search(&root, &fettle::agent::search::SearchArgs::literal("self")).unwrap();
-    eprintln!("search self: {:?} {} matches {} files", t.elapsed(), r.total_matches, r.files_searched);
-    eprintln!("{}", repo_map(&index, &root, &Focus::default(), 400));
-}

@@ -315,6 +315,19 @@ impl Checkpoint {
         Ok(())
     }
 
+    /// Replaces the recorded editor text of `path` (recorded before): for
+    /// when the user typed between the record and the task's first write to
+    /// that buffer, which then did not happen.
+    pub fn rerecord_buffer(&mut self, path: &Path, buffer: &str) -> io::Result<()> {
+        let Some(index) = self.manifest.files.iter().position(|e| e.path == path) else {
+            return self.record(path, Some(buffer));
+        };
+        let name = format!("{index}.buffer");
+        write_atomic(&self.blob_path(&name), buffer.as_bytes(), Some(BLOB_MODE))?;
+        self.manifest.files[index].buffer_blob = Some(name);
+        self.save()
+    }
+
     /// Notes what the task left in `path` (recorded before), so a later
     /// restore can tell whether the user changed it since.
     pub fn record_result(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {

@@ -1,7 +1,7 @@
 //! What the loop needs from where it runs: the editor (LSP) or the terminal.
 //! Everything else (files on disk, processes, the model) the loop does itself.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
 
@@ -35,6 +35,12 @@ pub trait Host: Send + Sync {
         old: &'a str,
         new: &'a str,
     ) -> BoxFuture<'a, BufferEdit>;
+
+    /// Waits until the editor's buffers for `paths` are quiet (no typing
+    /// whose changes may still be on their way), before a step reads them.
+    fn settle<'a>(&'a self, _paths: &'a [PathBuf]) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 
     /// Asks the user whether the agent may run `command`.
     fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool>;

@@ -26,6 +26,7 @@ pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let document = Document::new_unparsed(item.uri, item.language_id, item.version, &item.text);
     tracing::debug!(%uri, language = ?document.language, version = document.version, "opened");
     state.documents.insert(uri.clone(), document);
+    state.last_change.insert(uri.clone(), std::time::Instant::now());
     state.completion.touched(&uri, None);
     schedule_analysis(state, uri);
 }
@@ -56,6 +57,7 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
             state.completion.touched(&uri, Some(edit));
         }
     }
+    state.last_change.insert(uri.clone(), std::time::Instant::now());
     schedule_analysis(state, uri);
 }
 
@@ -80,6 +82,7 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
     // An analysis still waiting for this document finds its generation gone and stops.
     state.analysis_generation.remove(&uri);
     state.completion.forget(&uri);
+    state.last_change.remove(&uri);
     if let Ok(path) = uri.to_file_path() {
         if is_in_workspace(state, &path) {
             // The unsaved buffer is gone: the index goes back to the file on disk.

@@ -50,6 +50,9 @@ pub struct State {
     pub completion: super::inline_completion::CompletionState,
     /// The running agent task.
     pub agent: super::agent::AgentState,
+    /// When each open document last changed (the agent waits for a pause in
+    /// typing before editing a buffer: some clients debounce `didChange`).
+    pub last_change: DashMap<Url, std::time::Instant>,
 }
 
 /// A consistent copy of an open document, taken under the map's guard and
@@ -90,6 +93,7 @@ impl State {
             index_updates,
             completion: Default::default(),
             agent: Default::default(),
+            last_change: DashMap::new(),
         }
     }
 

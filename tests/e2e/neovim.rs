@@ -115,3 +115,83 @@ fn neovim_gets_symbols_and_diagnostics_in_utf16() {
         check(&value, "utf-16");
     }
 }
+
+/// `fettle.chat` from Neovim: the fix lands in the open buffer through
+/// Neovim's own `workspace/applyEdit` (keeping an unsaved line the user
+/// typed), the task events arrive, and `fettle.undo` restores the buffer.
+#[test]
+fn agent_chat_edits_the_open_buffer_in_neovim() {
+    let Some(nvim) = nvim() else {
+        assert!(
+            std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
+            "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
+        );
+        eprintln!("skipping: Neovim 0.11 not found (set FETTLE_NVIM)");
+        return;
+    };
+    let ws = Workspace::new(&[
+        ("calc.py", "def add(a, b):\n    return a - b\n"),
+        ("check.py", "from calc import add\nassert add(2, 3) == 5\n"),
+    ]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let script = fettle::mock::Script::from_json(
+        r#"{"responses": [
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]},
+            {"tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "search": "    return a - b\n", "replace": "    return a + b\n"}}]},
+            {"text": "Fixed `add`."}
+        ]}"#,
+    )
+    .unwrap();
+    let server = runtime.block_on(fettle::mock::MockServer::start(script)).unwrap();
+    let init = serde_json::json!({
+        "models": { "mock": { "provider": "openai", "base_url": format!("{}/v1", server.url()), "model": "mock", "max_retries": 0 } },
+        "agent": { "model": "mock", "test_command": "python3 check.py" },
+    });
+    let out = ws.root().join("nvim-agent.json");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/neovim/agent.lua");
+    let status = Command::new(nvim)
+        .args(["--headless", "--clean", "-n", "-l"])
+        .arg(&script)
+        .env("FETTLE_BIN", env!("CARGO_BIN_EXE_fettle"))
+        .env("FETTLE_ROOT", ws.root())
+        .env("FETTLE_FILE", ws.path("calc.py"))
+        .env("FETTLE_INIT", init.to_string())
+        .env("FETTLE_LOG", "debug")
+        .env("FETTLE_OUT", &out)
+        .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
+        .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
+        .env("XDG_STATE_HOME", ws.root().join(".state"))
+        .status()
+        .expect("run nvim");
+    assert!(status.success(), "nvim exited with {status}");
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let log = std::fs::read_to_string(ws.root().join(".state/nvim/lsp.log")).unwrap_or_default();
+    assert_eq!(value["errors"], serde_json::json!([]), "{value:#}\n{log}");
+    assert_eq!(value["result"]["status"], "success", "{value:#}\n{log}");
+    assert_eq!(
+        value["after_task"],
+        serde_json::json!(["# unsaved note", "def add(a, b):", "    return a + b"]),
+        "{value:#}"
+    );
+    // What the tests ran against: the buffer as the user sees it.
+    assert_eq!(
+        value["disk_after_task"],
+        "# unsaved note\ndef add(a, b):\n    return a + b\n"
+    );
+    let events: Vec<&str> = value["events"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(events.contains(&"edit") && events.contains(&"verify"), "{events:?}");
+    // Undo: the buffer as the user had it (their unsaved line kept), the disk byte for byte.
+    assert_eq!(
+        value["after_undo"],
+        serde_json::json!(["# unsaved note", "def add(a, b):", "    return a - b"]),
+        "{value:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path("calc.py")).unwrap(),
+        "def add(a, b):\n    return a - b\n"
+    );
+}

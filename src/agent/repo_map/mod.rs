@@ -22,7 +22,7 @@
 mod focus;
 mod rank;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::index::{IndexedSymbol, WorkspaceIndex};
@@ -139,13 +139,20 @@ impl Candidates {
             let symbols = index.file_symbols(path);
             let (parent, depth) = nesting(&symbols);
             let at = files.len();
+            // A name's flow is shared by its definitions in the file (four
+            // `type Future` in one file are not each worth the whole).
+            let mut same_name: HashMap<&str, usize> = HashMap::new();
+            for s in &symbols {
+                *same_name.entry(&s.name).or_insert(0) += 1;
+            }
             for (i, s) in symbols.iter().enumerate() {
                 let own = if depth[i] == 0 {
                     FILE_SHARE
                 } else {
                     FILE_SHARE / 2.0
                 };
-                let flowed = flow.get(&(file, s.name.clone())).copied().unwrap_or(0.0);
+                let flowed = flow.get(&(file, s.name.clone())).copied().unwrap_or(0.0)
+                    / same_name.get(&*s.name).copied().unwrap_or(1) as f64;
                 // A name the goal mentions is shown even if little uses it.
                 let named = if focused.contains(&*s.name) {
                     graph.rank[file]

@@ -4,8 +4,9 @@
 //! An edge runs from a file that references a name to each file defining
 //! it, weighted by `sqrt(count)` (a hundred calls are not a hundred times
 //! the relevance of one), split among the definers (a name defined in many
-//! files says little about each), ×10 for names in the focus, ×0.1 for
-//! private (`_x`) and short (< 4 chars) names. Self-edges are dropped: a
+//! files says little about each, and past 5 definers is weighed ×0.1),
+//! ×10 for names in the focus, ×0.1 for private (`_x`) and short (< 4
+//! chars) names, ×0.01 for names of 1–2 chars. Self-edges are dropped: a
 //! file using its own definitions says nothing about the rest.
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,6 +24,8 @@ const TOLERANCE: f64 = 1e-9;
 /// (split among its definers) is half that.
 const PATH_MASS: f64 = 1.0;
 const IDENT_MASS: f64 = 0.5;
+/// A name defined in more files than this is generic; see `name_weight`.
+const MANY_DEFINERS: usize = 5;
 
 pub(super) struct Edge {
     pub to: usize,
@@ -71,7 +74,8 @@ impl Graph {
                 if to_files.is_empty() {
                     continue;
                 }
-                let weight = name_weight(&name, focused.contains(&*name)) * f64::from(count).sqrt()
+                let weight = name_weight(&name, focused.contains(&*name), to_files.len())
+                    * f64::from(count).sqrt()
                     / to_files.len() as f64;
                 out.extend(
                     to_files
@@ -132,15 +136,25 @@ impl Graph {
     }
 }
 
-fn name_weight(name: &str, focused: bool) -> f64 {
+fn name_weight(name: &str, focused: bool, definers: usize) -> f64 {
     let mut weight = 1.0;
+    // `new`, `Error`, `Future`: defined all over, so a reference to one
+    // says little about which definition is meant.
+    if definers > MANY_DEFINERS {
+        weight *= 0.1;
+    }
     if focused {
         weight *= 10.0;
     }
     if name.starts_with('_') {
         weight *= 0.1;
     }
-    if name.chars().count() < 4 {
+    let len = name.chars().count();
+    if len < 4 {
+        weight *= 0.1;
+    }
+    // `T`, `E`, `i`: generic parameters and locals, almost never the point.
+    if len <= 2 {
         weight *= 0.1;
     }
     weight

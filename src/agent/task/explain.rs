@@ -113,9 +113,10 @@ pub fn summary(cx: &Context<'_>) -> String {
                 }
             ));
             if !a.model_note.trim().is_empty() {
+                let first = a.model_note.trim().lines().next().unwrap_or("");
                 out.push_str(&format!(
                     "  (the model said: {})\n",
-                    crate::model::shorten_for_display(a.model_note.trim(), 160)
+                    crate::model::shorten_for_display(first, 160)
                 ));
             }
         }

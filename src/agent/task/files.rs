@@ -30,6 +30,11 @@ pub struct Files {
     pub touched: Vec<PathBuf>,
     /// Their bytes before the task (for the diff and rollback).
     originals: TreeBytes,
+    /// The editor's text of those that were open, before the task (it may
+    /// hold unsaved changes the disk does not).
+    original_buffers: BTreeMap<PathBuf, String>,
+    /// Files the task actually wrote (not only checkpointed).
+    written: std::collections::BTreeSet<PathBuf>,
 }
 
 impl Files {
@@ -49,6 +54,8 @@ impl Files {
             goal,
             touched: Vec::new(),
             originals: BTreeMap::new(),
+            original_buffers: BTreeMap::new(),
+            written: Default::default(),
         }
     }
 
@@ -85,6 +92,8 @@ impl Files {
     /// Validates every op of one model turn, then writes them all (or, when
     /// any op fails, none).
     pub async fn apply_step(&mut self, ops: &[FileOp]) -> Vec<OpReport> {
+        let paths: Vec<PathBuf> = ops.iter().map(|op| op.path().to_path_buf()).collect();
+        self.host.settle(&paths).await;
         let (planned, mut reports) = plan_step(ops, &mut |p: &Path| self.read(p));
         let Some(changes) = planned else {
             return reports;
@@ -100,6 +109,8 @@ impl Files {
                     Ok(()) => break,
                     Err(PutError::Changed) if tries < CONFLICT_RETRIES => {
                         tries += 1;
+                        self.host.settle(std::slice::from_ref(&change.path)).await;
+                        self.refresh_original_buffer(&change.path);
                         tracing::info!(path = %change.path.display(), tries, "buffer changed under the edit; planning again");
                         let subset: Vec<FileOp> = change
                             .ops
@@ -184,7 +195,25 @@ impl Files {
         Ok(())
     }
 
+    /// The user typed in a buffer the task had checkpointed but not yet
+    /// written: what the task must give back is the buffer as it is now.
+    fn refresh_original_buffer(&mut self, path: &Path) {
+        if self.written.contains(path) {
+            return;
+        }
+        let Some(buffer) = self.host.buffer(path) else {
+            return;
+        };
+        if let Some(checkpoint) = &mut self.checkpoint {
+            if let Err(err) = checkpoint.rerecord_buffer(path, &buffer) {
+                tracing::warn!(%err, "could not update the checkpoint");
+            }
+        }
+        self.original_buffers.insert(path.to_path_buf(), buffer);
+    }
+
     fn after_write(&mut self, path: &Path, bytes: &[u8]) -> Result<(), PutError> {
+        self.written.insert(path.to_path_buf());
         if let Some(checkpoint) = &mut self.checkpoint {
             checkpoint
                 .record_result(path, bytes)
@@ -222,9 +251,15 @@ impl Files {
             }
             match target {
                 Some(bytes) => {
-                    if let (Some(buffer), Ok(text)) =
-                        (self.host.buffer(&path), String::from_utf8(bytes.clone()))
-                    {
+                    // Back to the original means the buffer as the user had
+                    // it, unsaved changes included, not the bytes on disk.
+                    let buffer_target = match self.original_buffers.get(&path) {
+                        Some(text) if self.originals.get(&path) == Some(&Some(bytes.clone())) => {
+                            Ok(text.clone())
+                        }
+                        _ => String::from_utf8(bytes.clone()),
+                    };
+                    if let (Some(buffer), Ok(text)) = (self.host.buffer(&path), buffer_target) {
                         let outcome = self.host.edit_buffer(&path, &buffer, &text).await;
                         if outcome != BufferEdit::Applied && outcome != BufferEdit::NotOpen {
                             tracing::warn!(path = %path.display(), ?outcome, "editor did not take the rollback; the file on disk is restored");
@@ -233,11 +268,16 @@ impl Files {
                     fsutil::write_atomic(&path, &bytes, None)?;
                     self.after_write(&path, &bytes).map_err(PutError::into_io)?;
                 }
-                None => match std::fs::remove_file(&path) {
-                    Ok(()) => {}
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                    Err(err) => return Err(err),
-                },
+                None => {
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                        Err(err) => return Err(err),
+                    }
+                    if let Some(checkpoint) = &mut self.checkpoint {
+                        checkpoint.record_absent(&path)?;
+                    }
+                }
             }
             changed.push(path);
         }

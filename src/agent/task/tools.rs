@@ -13,7 +13,7 @@ use crate::agent::exec::{self, CommandSpec, Limits};
 use crate::agent::output::{self, NO_OUTPUT};
 use crate::agent::redact::is_secret_path;
 use crate::agent::repo_map::{repo_map, Focus};
-use crate::agent::search::{search, SearchArgs};
+use crate::agent::search::{search_with_overrides, SearchArgs};
 use crate::agent::types::EventKind;
 use crate::config::CommandPolicy;
 use crate::model::{Message, ToolCall, ToolDef};
@@ -330,7 +330,9 @@ impl Task {
             path,
             max_results: p.max_results.unwrap_or(50).clamp(1, 200),
         };
-        search(self.files.root(), &args)
+        // Open buffers are searched as the user sees them, not as saved.
+        let host = &self.host;
+        search_with_overrides(self.files.root(), &args, &|p: &Path| host.buffer(p))
             .map(|r| r.render())
             .map_err(|e| e.to_string())
     }

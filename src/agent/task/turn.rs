@@ -7,7 +7,7 @@ use serde_json::json;
 use super::explain::StopCause;
 use super::Task;
 use crate::agent::types::EventKind;
-use crate::model::{ChatEvent, ChatRequest, GenOptions, ModelError, ToolCall};
+use crate::model::{ChatEvent, ChatRequest, GenOptions, ModelError, Role, ToolCall};
 
 pub struct Turn {
     pub text: String,
@@ -19,14 +19,24 @@ pub struct Turn {
 
 /// Output tokens one turn may use.
 const TURN_MAX_TOKENS: u32 = 4096;
+/// The same for the embedded model: a tool call or a short summary fits, and
+/// a small model that starts rambling is stopped within seconds, not minutes.
+const LOCAL_TURN_MAX_TOKENS: usize = 768;
+
+/// The least room left for an answer before old observations are elided.
+const MIN_ANSWER_TOKENS: usize = 512;
+/// What replaces an elided observation.
+const ELIDED: &str = "[elided to fit the model's context]";
 
 impl Task {
     pub(super) async fn model_turn(&mut self) -> Result<Turn, StopCause> {
+        let tools = super::tools::definitions();
+        let max_tokens = self.fit_context(&tools);
         let request = ChatRequest {
             messages: self.messages.clone(),
-            tools: super::tools::definitions(),
+            tools,
             options: GenOptions {
-                max_tokens: Some(TURN_MAX_TOKENS),
+                max_tokens: Some(max_tokens),
                 temperature: Some(0.0),
                 stop: Vec::new(),
             },
@@ -80,6 +90,49 @@ impl Task {
             self.event(EventKind::Text, turn.text.clone(), json!({}));
         }
         Ok(turn)
+    }
+}
+
+impl Task {
+    /// For a model with a known context window (the embedded one), elides
+    /// the oldest messages until the conversation leaves room for an
+    /// answer, and sizes the answer to what is left. Remote models have
+    /// windows far larger than a task's turns; they get the full answer size.
+    fn fit_context(&mut self, tools: &[crate::model::ToolDef]) -> u32 {
+        let config = self.model.config();
+        if config.provider != crate::config::Provider::Local {
+            return TURN_MAX_TOKENS;
+        }
+        let window = config.context_tokens as usize;
+        let tool_tokens = self
+            .model
+            .count_tokens(&serde_json::to_string(tools).unwrap_or_default());
+        // The chat template, role markers and tool schema rendering add to the
+        // raw text; count generously so the engine never rejects the prompt.
+        let cost = |text: &str| self.model.count_tokens(text) * 115 / 100 + 12;
+        let mut used = tool_tokens * 115 / 100
+            + 200
+            + self.messages.iter().map(|m| cost(&m.content)).sum::<usize>();
+        // What may go, oldest first: tool outputs, then the model's earlier
+        // words, then earlier feedback. Never the system prompt, the task
+        // message, or the last two messages (the exchange in progress).
+        let keep_from = self.messages.len().saturating_sub(2);
+        for pass in [Role::Tool, Role::Assistant, Role::User] {
+            for i in 0..keep_from {
+                if used + MIN_ANSWER_TOKENS <= window {
+                    break;
+                }
+                let message = &self.messages[i];
+                let first_user = pass == Role::User
+                    && !self.messages[..i].iter().any(|m| m.role == Role::User);
+                if message.role != pass || first_user || message.content == ELIDED {
+                    continue;
+                }
+                used = used.saturating_sub(cost(&message.content)) + cost(ELIDED);
+                self.messages[i].content = ELIDED.to_owned();
+            }
+        }
+        window.saturating_sub(used).clamp(64, LOCAL_TURN_MAX_TOKENS) as u32
     }
 }
 

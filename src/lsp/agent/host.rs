@@ -81,6 +81,16 @@ impl Host for LspHost {
         Box::pin(async move { edit_open_buffer(&self.state, path, old, new).await })
     }
 
+    fn settle<'a>(&'a self, paths: &'a [std::path::PathBuf]) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for path in paths {
+                if let Ok(uri) = Url::from_file_path(path) {
+                    wait_for_typing_pause(&self.state, &uri).await;
+                }
+            }
+        })
+    }
+
     fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             let answer = self
@@ -120,6 +130,7 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
     let Ok(uri) = Url::from_file_path(path) else {
         return BufferEdit::NotOpen;
     };
+    wait_for_typing_pause(state, &uri).await;
     let encoding = state.encoding();
     let (version, edit) = {
         let Some(doc) = state.documents.get(&uri) else {
@@ -151,14 +162,23 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
     match state.client.apply_edit(workspace_edit).await {
         Ok(response) if response.applied => {
             // The editor sends the matching didChange; wait (briefly) until it
-            // is in, so the next read sees the edit.
+            // is in. Some editors answer `applied` yet drop an edit whose
+            // version is stale (Neovim does), so "applied" counts only once
+            // the buffer really holds `new`.
             for _ in 0..100 {
-                if state.documents.get(&uri).is_some_and(|d| d.rope == new) {
-                    break;
+                match state.documents.get(&uri).map(|d| (d.rope == new, d.rope == old)) {
+                    Some((true, _)) => return BufferEdit::Applied,
+                    Some((false, false)) | None => {
+                        tracing::debug!(%uri, now = ?buffer_text(state, &uri), ?new, "buffer differs from the edit's result");
+                        return BufferEdit::Changed;
+                    }
+                    Some((false, true)) => {}
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            BufferEdit::Applied
+            BufferEdit::Failed(
+                "the editor reported the edit as applied, but the buffer did not change".to_owned(),
+            )
         }
         Ok(response) => {
             // A refusal usually means the user typed: their didChange may
@@ -183,6 +203,32 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
         }
         Err(err) => BufferEdit::Failed(format!("workspace/applyEdit failed: {err}")),
     }
+}
+
+/// How long a buffer must be still before the agent edits it. Editors
+/// debounce `didChange` (Neovim: 150 ms), so a buffer that changed very
+/// recently may have changes still on their way, and an edit planned on it
+/// could land at a stale position even though its version matched.
+const TYPING_PAUSE: Duration = Duration::from_millis(400);
+/// The longest the agent waits for that pause before trying anyway (the
+/// versioned edit and the after-check still guard the buffer).
+const MAX_PAUSE_WAIT: Duration = Duration::from_secs(5);
+
+async fn wait_for_typing_pause(state: &State, uri: &Url) {
+    let started = std::time::Instant::now();
+    loop {
+        let since = state.last_change.get(uri).map(|t| t.elapsed());
+        match since {
+            Some(since) if since < TYPING_PAUSE && started.elapsed() < MAX_PAUSE_WAIT => {
+                tokio::time::sleep(TYPING_PAUSE - since).await;
+            }
+            _ => return,
+        }
+    }
+}
+
+fn buffer_text(state: &State, uri: &Url) -> Option<String> {
+    state.documents.get(uri).map(|d| d.rope.to_string())
 }
 
 /// The smallest single replacement turning `old` into `new`: `old[start..old_end]`
