@@ -10,16 +10,18 @@ pub mod checkpoint;
 pub mod edit;
 pub mod exec;
 pub mod fsutil;
+pub mod host;
 pub mod output;
 pub mod paths;
 pub mod redact;
 pub mod repo_map;
 pub mod search;
-pub mod verify;
-pub mod host;
 pub mod task;
 pub mod types;
+pub mod verify;
 
 pub use cancel::Cancel;
 pub use task::{run_task, TaskEnv};
-pub use types::{Budget, EventKind, Focus, TaskEvent, TaskResult, TaskSpec, TaskStatus, Tokens, DEFAULT_GOAL};
+pub use types::{
+    Budget, EventKind, Focus, TaskEvent, TaskResult, TaskSpec, TaskStatus, Tokens, DEFAULT_GOAL,
+};

@@ -26,7 +26,9 @@ pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let document = Document::new_unparsed(item.uri, item.language_id, item.version, &item.text);
     tracing::debug!(%uri, language = ?document.language, version = document.version, "opened");
     state.documents.insert(uri.clone(), document);
-    state.last_change.insert(uri.clone(), std::time::Instant::now());
+    state
+        .last_change
+        .insert(uri.clone(), std::time::Instant::now());
     state.completion.touched(&uri, None);
     schedule_analysis(state, uri);
 }
@@ -57,7 +59,9 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
             state.completion.touched(&uri, Some(edit));
         }
     }
-    state.last_change.insert(uri.clone(), std::time::Instant::now());
+    state
+        .last_change
+        .insert(uri.clone(), std::time::Instant::now());
     schedule_analysis(state, uri);
 }
 

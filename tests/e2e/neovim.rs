@@ -146,7 +146,9 @@ fn agent_chat_edits_the_open_buffer_in_neovim() {
         ]}"#,
     )
     .unwrap();
-    let server = runtime.block_on(fettle::mock::MockServer::start(script)).unwrap();
+    let server = runtime
+        .block_on(fettle::mock::MockServer::start(script))
+        .unwrap();
     let init = serde_json::json!({
         "models": { "mock": { "provider": "openai", "base_url": format!("{}/v1", server.url()), "model": "mock", "max_retries": 0 } },
         "agent": { "model": "mock", "test_command": "python3 check.py" },
@@ -182,8 +184,16 @@ fn agent_chat_edits_the_open_buffer_in_neovim() {
         value["disk_after_task"],
         "# unsaved note\ndef add(a, b):\n    return a + b\n"
     );
-    let events: Vec<&str> = value["events"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert!(events.contains(&"edit") && events.contains(&"verify"), "{events:?}");
+    let events: Vec<&str> = value["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        events.contains(&"edit") && events.contains(&"verify"),
+        "{events:?}"
+    );
     // Undo: the buffer as the user had it (their unsaved line kept), the disk byte for byte.
     assert_eq!(
         value["after_undo"],

@@ -112,7 +112,11 @@ impl Task {
         let cost = |text: &str| self.model.count_tokens(text) * 115 / 100 + 12;
         let mut used = tool_tokens * 115 / 100
             + 200
-            + self.messages.iter().map(|m| cost(&m.content)).sum::<usize>();
+            + self
+                .messages
+                .iter()
+                .map(|m| cost(&m.content))
+                .sum::<usize>();
         // What may go, oldest first: tool outputs, then the model's earlier
         // words, then earlier feedback. Never the system prompt, the task
         // message, or the last two messages (the exchange in progress).
@@ -123,8 +127,8 @@ impl Task {
                     break;
                 }
                 let message = &self.messages[i];
-                let first_user = pass == Role::User
-                    && !self.messages[..i].iter().any(|m| m.role == Role::User);
+                let first_user =
+                    pass == Role::User && !self.messages[..i].iter().any(|m| m.role == Role::User);
                 if message.role != pass || first_user || message.content == ELIDED {
                     continue;
                 }

@@ -166,7 +166,11 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
             // version is stale (Neovim does), so "applied" counts only once
             // the buffer really holds `new`.
             for _ in 0..100 {
-                match state.documents.get(&uri).map(|d| (d.rope == new, d.rope == old)) {
+                match state
+                    .documents
+                    .get(&uri)
+                    .map(|d| (d.rope == new, d.rope == old))
+                {
                     Some((true, _)) => return BufferEdit::Applied,
                     Some((false, false)) | None => {
                         tracing::debug!(%uri, now = ?buffer_text(state, &uri), ?new, "buffer differs from the edit's result");
