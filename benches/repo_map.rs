@@ -68,7 +68,11 @@ fn main() -> Result<()> {
         exclude: Vec::new(),
         threads: 2,
     });
-    let stats = index.index_roots(std::slice::from_ref(&tree), &|_| {}, &AtomicBool::new(false));
+    let stats = index.index_roots(
+        std::slice::from_ref(&tree),
+        &|_| {},
+        &AtomicBool::new(false),
+    );
     println!(
         "indexed {} files, {} lines, {} definitions",
         stats.files, stats.lines, stats.definitions
