@@ -172,9 +172,22 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
                     .map(|d| (d.rope == new, d.rope == old))
                 {
                     Some((true, _)) => return BufferEdit::Applied,
-                    Some((false, false)) | None => {
-                        tracing::debug!(%uri, now = ?buffer_text(state, &uri), ?new, "buffer differs from the edit's result");
-                        return BufferEdit::Changed;
+                    None => return BufferEdit::NotOpen,
+                    Some((false, false)) => {
+                        // The editor applied the edit to a buffer that had
+                        // changed meanwhile: it may sit in the wrong place.
+                        // Planning again would build on it; stop and say so.
+                        tracing::warn!(%uri, now = ?buffer_text(state, &uri), ?new, "buffer differs from the edit's result");
+                        state
+                            .client
+                            .show_message(
+                                MessageType::WARNING,
+                                format!("fettle: the editor applied an agent edit to {uri} while it was changing; check that buffer (undo with fettle.undo or the editor's undo)"),
+                            )
+                            .await;
+                        return BufferEdit::Failed(
+                            "the editor applied the edit while the buffer was changing; it may be misplaced, so this file was not edited further".to_owned(),
+                        );
                     }
                     Some((false, true)) => {}
                 }
