@@ -35,6 +35,10 @@ pub use diff::unified as unified_diff;
 use explain::{Attempt, StopCause};
 use files::{Files, TreeBytes};
 
+/// Malformed answers (e.g. tool arguments that are not JSON) the model may
+/// send in a row before the task stops.
+const MAX_MALFORMED_TURNS: u32 = 3;
+
 /// What a task runs against.
 pub struct TaskEnv {
     pub model: Model,
@@ -158,7 +162,8 @@ impl Task {
                 if matches!(cause, StopCause::Cancelled) {
                     return self.finish(cause, Some(&last)).await;
                 }
-                if self.dirty {
+                // Out of time means no more test runs either.
+                if self.dirty && !matches!(cause, StopCause::Timeout) {
                     if let Ok(v) = self.verify().await {
                         self.record_attempt(iteration, &v, &mut best).await;
                         last = v;
@@ -193,6 +198,7 @@ impl Task {
 
     /// Model turns until one ends without a tool call.
     async fn act(&mut self) -> Result<(), Interrupt> {
+        let mut malformed = 0;
         loop {
             self.check_budget().map_err(Interrupt::Stop)?;
             let turn = self.model_turn().await.map_err(Interrupt::Stop)?;
@@ -206,7 +212,14 @@ impl Task {
             }
             if calls.is_empty() {
                 if let Some(note) = turn.note {
-                    // A malformed answer: tell the model and let it retry.
+                    // A malformed answer: tell the model and let it retry,
+                    // a few times.
+                    malformed += 1;
+                    if malformed > MAX_MALFORMED_TURNS {
+                        return Err(Interrupt::Stop(StopCause::Model(format!(
+                            "{MAX_MALFORMED_TURNS} malformed answers in a row; the last: {note}"
+                        ))));
+                    }
                     self.push(Message::user(note));
                     continue;
                 }
