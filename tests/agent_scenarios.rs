@@ -352,3 +352,57 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no task to undo"));
 }
+
+/// `fettle fix` killed outright (SIGKILL, as in a crash) after an edit: the
+/// on-disk checkpoint still lets `fettle fix --undo` restore the input.
+#[test]
+fn a_task_killed_mid_way_can_be_undone_after_restart() {
+    let dir = fixtures("agent/scenarios/crlf-and-modes");
+    let script = Script::from_json(
+        r#"{"responses": [
+            {"tool_calls": [
+                {"name": "edit", "arguments": {"path": "greet.py", "search": "    return 'Hello ' + nam\n", "replace": "    return 'Hello ' + name\n"}},
+                {"name": "write_file", "arguments": {"path": "NOTES.md", "content": "notes\n"}}
+            ]},
+            {"text": "Thinking...", "delay_ms": 30000}
+        ]}"#,
+    )
+    .unwrap();
+    let mock = Mock::start(script);
+    let temp = tempfile::tempdir().unwrap();
+    let ws = temp.path().join("ws");
+    let cache = temp.path().join("cache");
+    copy_tree(&dir.join("input"), &ws);
+    std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(ws.join("fettle.toml"), mock.config("")).unwrap();
+    let input = snapshot(&ws, &[]);
+    let mut child = fettle_command(
+        &["fix", "--test", "sh run.sh", ws.to_str().unwrap()],
+        &cache,
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mock.server.requests().len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the task never reached its second turn"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        ws.join("NOTES.md").exists(),
+        "the step was written before the kill"
+    );
+    let undo = fettle(&["fix", "--undo", ws.to_str().unwrap()], &cache);
+    assert!(
+        undo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&undo.stderr)
+    );
+    assert_eq!(tree_diff(&input, &snapshot(&ws, &[])), None);
+}
