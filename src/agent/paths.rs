@@ -215,18 +215,7 @@ impl WorkspacePaths {
     /// `abs` relative to the root with forward slashes (`"."` for the root
     /// itself); a path outside the root is shown whole.
     pub fn relative(&self, abs: &Path) -> String {
-        let Ok(inside) = abs.strip_prefix(&self.root) else {
-            return abs.display().to_string();
-        };
-        let parts: Vec<String> = inside
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        if parts.is_empty() {
-            ".".to_owned()
-        } else {
-            parts.join("/")
-        }
+        relative_to(&self.root, abs)
     }
 }
 
@@ -275,4 +264,21 @@ fn lexically_inside(path: &Path, root: &Path) -> bool {
         }
     }
     out.starts_with(root)
+}
+
+/// `path` relative to `root` with forward slashes (`"."` for the root
+/// itself); a path outside `root` is shown whole.
+pub fn relative_to(root: &Path, path: &Path) -> String {
+    let Ok(inside) = path.strip_prefix(root) else {
+        return path.display().to_string();
+    };
+    let parts: Vec<String> = inside
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.is_empty() {
+        ".".to_owned()
+    } else {
+        parts.join("/")
+    }
 }

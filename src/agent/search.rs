@@ -114,7 +114,10 @@ pub fn search_with_overrides(
         Some(p) => root.join(p),
         None => root.to_path_buf(),
     };
-    let scope = relative(root, &start);
+    // Empty for the whole workspace (`render` names it so).
+    let scope = Some(crate::agent::paths::relative_to(root, &start))
+        .filter(|s| s != ".")
+        .unwrap_or_default();
     if !start.exists() {
         return Err(SearchError::NotFound { path: scope });
     }
@@ -151,7 +154,7 @@ pub fn search_with_overrides(
         if shown < hit.count {
             result.files_not_shown += 1;
         }
-        let rel = relative(root, path);
+        let rel = crate::agent::paths::relative_to(root, path);
         result.matches.extend(
             hit.lines
                 .into_iter()
@@ -227,18 +230,6 @@ fn build_matcher(args: &SearchArgs) -> Result<RegexMatcher, SearchError> {
         .line_terminator(Some(b'\n'))
         .build(&args.pattern)
         .map_err(|err| invalid(err.to_string()))
-}
-
-/// `path` relative to `root`, `/`-separated; the full path when outside.
-fn relative(root: &Path, path: &Path) -> String {
-    match path.strip_prefix(root) {
-        Ok(rel) => rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/"),
-        Err(_) => path.to_string_lossy().into_owned(),
-    }
 }
 
 /// The files ripgrep would search under `start`, sorted.

@@ -121,6 +121,21 @@ pub struct TaskResult {
 }
 
 impl TaskResult {
+    /// A task that could not start: nothing done, `summary` says why.
+    pub fn failed(task_id: &str, summary: impl Into<String>) -> Self {
+        Self {
+            task_id: task_id.to_owned(),
+            status: TaskStatus::Failed,
+            summary: summary.into(),
+            changed_files: Vec::new(),
+            diff: String::new(),
+            iterations: 0,
+            tool_calls: 0,
+            tokens: Tokens::default(),
+            elapsed_ms: 0,
+        }
+    }
+
     /// The protocol's JSON shape, with `uri` rendering each changed file.
     pub fn to_json(&self, uri: impl Fn(&std::path::Path) -> String) -> Value {
         serde_json::json!({

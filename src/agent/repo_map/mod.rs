@@ -162,7 +162,7 @@ impl Candidates {
                 scored.push((flowed + named + own * graph.rank[file], at, i));
             }
             files.push(FileEntry {
-                display: display_path(root, path),
+                display: crate::agent::paths::relative_to(root, path),
                 symbols,
                 parent,
                 depth,
@@ -261,17 +261,5 @@ fn kind_word(kind: SymbolKind) -> &'static str {
         SymbolKind::Variable => "var",
         SymbolKind::TypeAlias => "type",
         SymbolKind::Macro => "macro",
-    }
-}
-
-/// Relative to `root` with `/`, or the full path for a file outside it.
-fn display_path(root: &Path, path: &Path) -> String {
-    match path.strip_prefix(root) {
-        Ok(rel) => rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/"),
-        Err(_) => path.to_string_lossy().into_owned(),
     }
 }

@@ -25,7 +25,7 @@ use super::checkpoint::CheckpointStore;
 use super::host::Host;
 use super::paths::WorkspacePaths;
 use super::redact::Redactor;
-use super::types::{EventKind, TaskEvent, TaskResult, TaskSpec, TaskStatus, Tokens};
+use super::types::{EventKind, TaskEvent, TaskResult, TaskSpec, Tokens};
 use crate::index::WorkspaceIndex;
 use crate::model::{Message, Model};
 
@@ -55,20 +55,11 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: Cancel) -> TaskResul
     let paths = match WorkspacePaths::new(&spec.root) {
         Ok(paths) => paths,
         Err(err) => {
-            return TaskResult {
-                task_id: spec.id.clone(),
-                status: TaskStatus::Failed,
-                summary: format!(
-                    "The workspace {} cannot be used: {err}",
-                    spec.root.display()
-                ),
-                changed_files: Vec::new(),
-                diff: String::new(),
-                iterations: 0,
-                tool_calls: 0,
-                tokens: Tokens::default(),
-                elapsed_ms: 0,
-            };
+            let why = format!(
+                "The workspace {} cannot be used: {err}",
+                spec.root.display()
+            );
+            return TaskResult::failed(&spec.id, why);
         }
     };
     let files = Files::new(

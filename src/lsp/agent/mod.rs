@@ -19,7 +19,7 @@ use super::progress::Progress;
 use super::state::State;
 use crate::agent::checkpoint::CheckpointStore;
 use crate::agent::verify::detect_test_command;
-use crate::agent::{run_task, Cancel, Focus, TaskEnv, TaskResult, TaskSpec, TaskStatus, Tokens};
+use crate::agent::{run_task, Cancel, Focus, TaskEnv, TaskResult, TaskSpec, TaskStatus};
 
 pub const CHAT: &str = "fettle.chat";
 pub const FIX_DIAGNOSTICS: &str = "fettle.fixDiagnostics";
@@ -354,17 +354,7 @@ async fn failed(state: &State, id: &str, why: &str) -> Value {
         .client
         .show_message(MessageType::ERROR, format!("fettle: {why}"))
         .await;
-    to_json(&TaskResult {
-        task_id: id.to_owned(),
-        status: TaskStatus::Failed,
-        summary: why.to_owned(),
-        changed_files: Vec::new(),
-        diff: String::new(),
-        iterations: 0,
-        tool_calls: 0,
-        tokens: Tokens::default(),
-        elapsed_ms: 0,
-    })
+    to_json(&TaskResult::failed(id, why))
 }
 
 /// The workspace folder containing `path`, else the first one.
