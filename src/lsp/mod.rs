@@ -28,7 +28,11 @@ pub async fn serve_stdio() -> i32 {
             "textDocument/inlineCompletion",
             server::Server::inline_completion,
         )
-        .custom_method("fettle/stats", server::Server::stats);
+        .custom_method("fettle/stats", server::Server::stats)
+        .custom_method(
+            "window/workDoneProgress/cancel",
+            server::Server::work_done_progress_cancel,
+        );
     if std::env::var_os("FETTLE_TEST_HOOKS").is_some() {
         builder = builder
             .custom_method("fettle/debug/panic", server::Server::debug_panic)

@@ -16,10 +16,36 @@ use super::state::State;
 pub struct Progress {
     client: Client,
     token: Option<ProgressToken>,
+    /// Whether the client shows a cancel button (it then sends
+    /// `window/workDoneProgress/cancel` with the token).
+    cancellable: bool,
 }
 
 impl Progress {
     pub async fn begin(state: &State, title: &str, client_token: Option<ProgressToken>) -> Self {
+        Self::begin_with(state, title, client_token, false).await
+    }
+
+    /// Like `begin`, offering the user a cancel button.
+    pub async fn begin_cancellable(
+        state: &State,
+        title: &str,
+        client_token: Option<ProgressToken>,
+    ) -> Self {
+        Self::begin_with(state, title, client_token, true).await
+    }
+
+    /// The token reports go to (none when the client takes no progress).
+    pub fn token(&self) -> Option<&ProgressToken> {
+        self.token.as_ref()
+    }
+
+    async fn begin_with(
+        state: &State,
+        title: &str,
+        client_token: Option<ProgressToken>,
+        cancellable: bool,
+    ) -> Self {
         let token = match client_token {
             Some(token) => Some(token),
             None if client_supports_progress(state) => {
@@ -43,11 +69,12 @@ impl Progress {
         let progress = Self {
             client: state.client.clone(),
             token,
+            cancellable,
         };
         progress
             .send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
                 title: title.to_owned(),
-                cancellable: Some(false),
+                cancellable: Some(cancellable),
                 message: None,
                 percentage: Some(0),
             }))
@@ -57,7 +84,7 @@ impl Progress {
 
     pub async fn report(&self, message: String, percentage: Option<u32>) {
         self.send(WorkDoneProgress::Report(WorkDoneProgressReport {
-            cancellable: Some(false),
+            cancellable: Some(self.cancellable),
             message: Some(message),
             percentage,
         }))

@@ -8,7 +8,7 @@ use tower_lsp::{Client, LanguageServer};
 
 use super::index_queue::{self, IndexQueue};
 use super::state::State;
-use super::{documents, inline_completion, lifecycle, settings, symbols, workspace};
+use super::{agent, documents, inline_completion, lifecycle, settings, symbols, workspace};
 
 pub struct Server {
     state: Arc<State>,
@@ -99,6 +99,13 @@ impl Server {
         params: inline_completion::InlineCompletionParams,
     ) -> Result<Option<inline_completion::InlineCompletionList>> {
         inline_completion::inline_completion(&self.state, params).await
+    }
+
+    pub async fn work_done_progress_cancel(
+        &self,
+        params: tower_lsp::lsp_types::WorkDoneProgressCancelParams,
+    ) {
+        agent::progress_cancelled(&self.state, &params.token);
     }
 
     pub async fn stats(&self, _params: serde_json::Value) -> Result<serde_json::Value> {

@@ -359,3 +359,23 @@ fn bad_arguments_get_precise_errors_and_the_server_stays_up() {
     );
     assert_eq!(caps.unwrap(), Value::Null);
 }
+
+#[test]
+fn the_progress_cancel_button_cancels_the_task() {
+    let ws = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let mock = Mock::start(SLOW_SCRIPT);
+    let mut lsp = start(&ws, cache.path(), mock.options(json!({})));
+    let id = chat(&mut lsp, "make check.py pass", json!({}));
+    let begin = lsp.notification("$/progress", |p| {
+        p["token"] == "agent-1" && p["value"]["kind"] == "begin"
+    });
+    assert_eq!(begin["value"]["cancellable"], true, "{begin:#}");
+    wait_for_edit_event(&mut lsp);
+    lsp.notify(
+        "window/workDoneProgress/cancel",
+        json!({ "token": "agent-1" }),
+    );
+    let response = response_within(&mut lsp, &id, 10);
+    assert_eq!(response["result"]["status"], "cancelled", "{response:#}");
+}

@@ -32,6 +32,8 @@ pub const COMMANDS: [&str; 4] = [CHAT, FIX_DIAGNOSTICS, CANCEL, UNDO];
 #[derive(Default)]
 pub struct AgentState {
     running: Mutex<Option<(String, Cancel)>>,
+    /// The running task's progress token (its cancel button cancels it).
+    progress: Mutex<Option<ProgressToken>>,
     counter: AtomicU64,
 }
 
@@ -300,7 +302,8 @@ async fn run(
             ))
         }
     };
-    let progress = Progress::begin(state, "Fettle agent", token).await;
+    let progress = Progress::begin_cancellable(state, "Fettle agent", token).await;
+    *state.agent.progress.lock() = progress.token().cloned();
     let (lsp_host, forwarder) = host::LspHost::new(state.clone(), progress);
     let env = TaskEnv {
         model,
@@ -337,6 +340,19 @@ struct ClearRunning(Arc<State>);
 impl Drop for ClearRunning {
     fn drop(&mut self) {
         *self.0.agent.running.lock() = None;
+        *self.0.agent.progress.lock() = None;
+    }
+}
+
+/// `window/workDoneProgress/cancel`: the user pressed the cancel button of
+/// the running task's progress.
+pub fn progress_cancelled(state: &Arc<State>, token: &ProgressToken) {
+    if state.agent.progress.lock().as_ref() != Some(token) {
+        return;
+    }
+    if let Some((id, cancel)) = state.agent.running.lock().as_ref() {
+        tracing::info!(task = %id, "cancelled from its progress");
+        cancel.cancel();
     }
 }
 
