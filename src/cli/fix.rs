@@ -272,7 +272,10 @@ impl Host for CliHost {
             EventKind::ToolCall => format!("  → {}", event.text),
             EventKind::ToolResult => return,
             EventKind::Edit => format!("  ✎ {}", event.text),
-            EventKind::Verify => format!("  ✓ {}", event.text),
+            EventKind::Verify => {
+                let mark = if event.data["passed"] == true { "✓" } else { "✗" };
+                format!("  {mark} {}", event.text)
+            }
         };
         eprintln!("{line}");
     }
