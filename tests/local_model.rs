@@ -228,3 +228,45 @@ async fn rebuilt_models_share_the_warm_engine_until_nobody_uses_it() {
     let fresh = local(&path, 1028);
     assert!(fresh.local_stats().is_none());
 }
+
+/// The agent's model (`Model::new_background`) is the same model on its own
+/// engine: it answers, and the interactive engine keeps serving completions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_background_model_answers_beside_the_interactive_one() {
+    let Some(path) = model_path() else { return };
+    let mut cfg = ModelConfig::new(Provider::Local);
+    cfg.path = Some(path.display().to_string());
+    cfg.context_tokens = 1536;
+    cfg.temperature = 0.0;
+    cfg.total_timeout_ms = 120_000;
+    let interactive = Model::new("local", &cfg).unwrap();
+    let background = Model::new_background("local", &cfg).unwrap();
+    let chat = async {
+        let mut stream = background.chat(ChatRequest {
+            messages: vec![Message::user("Say hello.")],
+            options: GenOptions {
+                max_tokens: Some(16),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let mut stops = 0;
+        while let Some(event) = stream.next().await {
+            if let ChatEvent::Stop(_) = event.unwrap() {
+                stops += 1;
+            }
+        }
+        stops
+    };
+    let (stops, completion) = tokio::join!(chat, collect(&interactive, fim(PREFIX, SUFFIX, 8)));
+    assert_eq!(stops, 1);
+    completion.unwrap();
+    let (a, b) = (
+        interactive.local_stats().unwrap(),
+        background.local_stats().unwrap(),
+    );
+    assert_ne!(
+        a.prompt_tokens, b.prompt_tokens,
+        "one engine served both: {a:?} {b:?}"
+    );
+}

@@ -79,7 +79,7 @@ pub fn run(args: FixArgs) -> i32 {
         return 2;
     }
     let models = Models::from_config(&config);
-    let model = match models.get(&config.agent.model) {
+    let model = match models.get_background(&config.agent.model) {
         Ok(model) => model,
         Err(err) => {
             eprintln!(

@@ -54,13 +54,24 @@ impl Model {
     /// check their URL here and read their key; the local model's weights
     /// load on first use, on the inference thread.
     pub fn new(name: &str, config: &ModelConfig) -> Result<Self, ModelError> {
+        Self::build(name, config, false)
+    }
+
+    /// The same model for long background work (the agent): a local model
+    /// gets its own engine at a lower priority, so completions never wait
+    /// behind an agent turn; remote models are the same as [`Model::new`].
+    pub fn new_background(name: &str, config: &ModelConfig) -> Result<Self, ModelError> {
+        Self::build(name, config, true)
+    }
+
+    fn build(name: &str, config: &ModelConfig, background: bool) -> Result<Self, ModelError> {
         let template = fim::resolve(
             config.fim_template,
             config.provider,
             config.model.as_deref().unwrap_or(name),
         );
         let provider: Arc<dyn Provider> = match config.provider {
-            ProviderKind::Local => Arc::new(local::LocalProvider::new(name, config)?),
+            ProviderKind::Local => Arc::new(local::LocalProvider::in_lane(name, config, background)?),
             ProviderKind::OpenAi => Arc::new(providers::openai::OpenAi::new(name, config)?),
             ProviderKind::Anthropic => {
                 Arc::new(providers::anthropic::Anthropic::new(name, config)?)
@@ -135,6 +146,15 @@ impl Models {
                 known: self.models.keys().cloned().collect::<Vec<_>>().join(", "),
             }),
         }
+    }
+
+    /// [`Models::get`] for long background work: see [`Model::new_background`].
+    pub fn get_background(&self, name: &str) -> Result<Model, ModelError> {
+        let model = self.get(name)?;
+        if model.config.provider == ProviderKind::Local {
+            return Model::new_background(name, &model.config);
+        }
+        Ok(model)
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

@@ -258,7 +258,7 @@ async fn run(
         }
     };
     let config = state.config();
-    let model = match state.models().get(&config.agent.model) {
+    let model = match state.models().get_background(&config.agent.model) {
         Ok(model) => model,
         Err(err) => {
             return Ok(Some(

@@ -32,6 +32,9 @@ pub(crate) struct EngineKey {
     pub path: PathBuf,
     pub context_tokens: u32,
     pub threads: u32,
+    /// Long background work (the agent's turns) gets its own engine, at a
+    /// lower CPU priority, so it never queues ahead of a completion.
+    pub background: bool,
 }
 
 /// Builds a request's prompt and stop sequences on the engine thread, where
@@ -191,6 +194,9 @@ impl Engine {
 /// while loading fails, e.g. until `fettle model fetch` has run), then
 /// serve jobs in order with one context whose KV cache persists.
 fn run(name: &str, key: &EngineKey, jobs: mpsc::Receiver<Job>, shared: &Shared) {
+    if key.background {
+        lower_priority(name);
+    }
     let (model, pending) = loop {
         let Ok(job) = jobs.recv() else { return };
         match load(name, key) {
@@ -506,4 +512,39 @@ fn sampler(temperature: f32) -> LlamaSampler {
         LlamaSampler::temp(temperature),
         LlamaSampler::dist(fastrand::u32(..)),
     ])
+}
+
+/// Lowers this thread's CPU priority (nice 10). On Linux the nice value is
+/// per thread and inherited by the threads it creates, so llama.cpp's
+/// compute threads started from here run at the same lower priority.
+fn lower_priority(name: &str) {
+    // SAFETY: gettid and setpriority only read their integer arguments and
+    // change the calling thread's scheduling attribute; no memory is shared.
+    let result = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10)
+    };
+    if result != 0 {
+        tracing::debug!(model = name, error = %std::io::Error::last_os_error(), "could not lower the background engine's priority");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn background_work_gets_its_own_engine() {
+        let key = |background| EngineKey {
+            path: PathBuf::from("/nonexistent/model.gguf"),
+            context_tokens: 512,
+            threads: 1,
+            background,
+        };
+        let interactive = Engine::shared("m", key(false));
+        let again = Engine::shared("m", key(false));
+        let background = Engine::shared("m", key(true));
+        assert!(Arc::ptr_eq(&interactive, &again));
+        assert!(!Arc::ptr_eq(&interactive, &background));
+    }
 }

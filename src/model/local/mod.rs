@@ -35,11 +35,18 @@ pub struct LocalProvider {
 
 impl LocalProvider {
     pub fn new(name: &str, config: &ModelConfig) -> Result<Self, ModelError> {
+        Self::in_lane(name, config, false)
+    }
+
+    /// `background`: on its own engine (thread, KV cache) at a lower CPU
+    /// priority, for long work that must not hold up completions.
+    pub fn in_lane(name: &str, config: &ModelConfig, background: bool) -> Result<Self, ModelError> {
         let path = weights_path(name, config)?;
         let key = EngineKey {
             path,
             context_tokens: config.context_tokens,
             threads: config.threads,
+            background,
         };
         Ok(Self {
             name: name.to_string(),
