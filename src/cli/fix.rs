@@ -273,7 +273,11 @@ impl Host for CliHost {
             EventKind::ToolResult => return,
             EventKind::Edit => format!("  ✎ {}", event.text),
             EventKind::Verify => {
-                let mark = if event.data["passed"] == true { "✓" } else { "✗" };
+                let mark = if event.data["passed"] == true {
+                    "✓"
+                } else {
+                    "✗"
+                };
                 format!("  {mark} {}", event.text)
             }
         };

@@ -71,7 +71,9 @@ impl Model {
             config.model.as_deref().unwrap_or(name),
         );
         let provider: Arc<dyn Provider> = match config.provider {
-            ProviderKind::Local => Arc::new(local::LocalProvider::in_lane(name, config, background)?),
+            ProviderKind::Local => {
+                Arc::new(local::LocalProvider::in_lane(name, config, background)?)
+            }
             ProviderKind::OpenAi => Arc::new(providers::openai::OpenAi::new(name, config)?),
             ProviderKind::Anthropic => {
                 Arc::new(providers::anthropic::Anthropic::new(name, config)?)
