@@ -379,3 +379,54 @@ fn the_progress_cancel_button_cancels_the_task() {
     let response = response_within(&mut lsp, &id, 10);
     assert_eq!(response["result"]["status"], "cancelled", "{response:#}");
 }
+
+#[test]
+fn fix_diagnostics_repairs_a_syntax_error_in_the_open_file() {
+    let ws = Workspace::new(&[("geo.py", "def area(w, h:\n    return w * h\n")]);
+    let cache = tempfile::tempdir().unwrap();
+    let mock = Mock::start(
+        r#"{"responses": [
+            {"tool_calls": [{"name": "diagnostics", "arguments": {"path": "geo.py"}}]},
+            {"tool_calls": [{"name": "edit", "arguments": {"path": "geo.py", "search": "def area(w, h:\n", "replace": "def area(w, h):\n"}}]},
+            {"text": "Closed the parameter list."}
+        ]}"#,
+    );
+    let mut lsp = start(
+        &ws,
+        cache.path(),
+        mock.options(json!({ "test_command": "true" })),
+    );
+    let uri = ws.uri("geo.py");
+    lsp.open(&uri, "python", "def area(w, h:\n    return w * h\n");
+    lsp.apply_edits = true;
+    let id = lsp.send_request(
+        "workspace/executeCommand",
+        json!({ "command": "fettle.fixDiagnostics", "arguments": [{ "uri": uri }] }),
+    );
+    let response = response_within(&mut lsp, &id, 60);
+    assert_eq!(
+        response["result"]["status"],
+        "success",
+        "{response:#}\n{}",
+        lsp.stderr()
+    );
+    assert_eq!(lsp.buffers[&uri].1, "def area(w, h):\n    return w * h\n");
+    let bodies: Vec<String> = mock
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    // The model was told about the error up front, and what the file looks like.
+    assert!(bodies[0].contains("geo.py:1"), "{}", bodies[0]);
+    assert!(
+        bodies[0].contains("The user is looking at"),
+        "{}",
+        bodies[0]
+    );
+    assert!(
+        bodies[1].contains("geo.py:1:"),
+        "the diagnostics tool reported the error: {}",
+        bodies[1]
+    );
+}
