@@ -184,6 +184,9 @@ fn agent_chat_edits_the_open_buffer_in_neovim() {
         value["disk_after_task"],
         "# unsaved note\ndef add(a, b):\n    return a + b\n"
     );
+    // read_file showed the model the buffer, unsaved line included.
+    let second = server.requests()[1].body.to_string();
+    assert!(second.contains("# unsaved note"), "{second}");
     let events: Vec<&str> = value["events"]
         .as_array()
         .unwrap()
