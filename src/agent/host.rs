@@ -36,8 +36,8 @@ pub trait Host: Send + Sync {
         new: &'a str,
     ) -> BoxFuture<'a, BufferEdit>;
 
-    /// Waits until the editor's buffers for `paths` are quiet (no typing
-    /// whose changes may still be on their way), before a step reads them.
+    /// Waits until the editor's buffers for `paths` (all open buffers when
+    /// empty) are quiet: no typing whose changes may still be on their way.
     fn settle<'a>(&'a self, _paths: &'a [PathBuf]) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }

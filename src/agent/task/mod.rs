@@ -121,6 +121,8 @@ enum Interrupt {
 impl Task {
     async fn run(&mut self) -> TaskResult {
         self.status(&format!("Started: {}", self.spec.goal.trim()));
+        // The first prompt quotes open buffers: let pending typing arrive.
+        self.host.settle(&[]).await;
         let baseline = match self.verify().await {
             Ok(v) => v,
             Err(cause) => return self.finish(cause, None).await,

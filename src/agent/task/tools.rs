@@ -303,6 +303,15 @@ impl Task {
     }
 
     async fn run_tool(&mut self, call: &ToolCall) -> Result<String, Interrupt> {
+        // Reads see the buffers as the user sees them: let typing whose
+        // changes are still on their way arrive first.
+        if matches!(call.name.as_str(), "read_file" | "search" | "diagnostics") {
+            let path = call.arguments["path"]
+                .as_str()
+                .and_then(|rel| self.files.paths.resolve(rel).ok());
+            let paths: Vec<PathBuf> = path.into_iter().collect();
+            self.host.settle(&paths).await;
+        }
         let result = match call.name.as_str() {
             "search" => self.tool_search(call),
             "repo_map" => self.tool_repo_map(call),

@@ -83,10 +83,13 @@ impl Host for LspHost {
 
     fn settle<'a>(&'a self, paths: &'a [std::path::PathBuf]) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            for path in paths {
-                if let Ok(uri) = Url::from_file_path(path) {
-                    wait_for_typing_pause(&self.state, &uri).await;
-                }
+            let uris: Vec<Url> = if paths.is_empty() {
+                self.state.last_change.iter().map(|e| e.key().clone()).collect()
+            } else {
+                paths.iter().filter_map(|p| Url::from_file_path(p).ok()).collect()
+            };
+            for uri in uris {
+                wait_for_typing_pause(&self.state, &uri).await;
             }
         })
     }
