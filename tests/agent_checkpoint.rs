@@ -313,3 +313,26 @@ fn tree_state_returns_to_a_snapshot() {
         "applying twice changes nothing"
     );
 }
+
+#[test]
+fn prune_keeps_the_most_recent_and_unfinished_tasks() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let store = fettle::agent::checkpoint::CheckpointStore::with_dir(cache.path(), ws.path());
+    for i in 0..5 {
+        let mut task = store.begin(&format!("t{i}"), "goal").unwrap();
+        if i != 1 {
+            task.finish("success").unwrap();
+        }
+    }
+    // Keep 2: t4, t3; t1 never finished (a crash) so it stays too.
+    assert_eq!(store.prune(2).unwrap(), 2);
+    let mut left: Vec<String> = store
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.task_id)
+        .collect();
+    left.sort();
+    assert_eq!(left, ["t1", "t3", "t4"]);
+}

@@ -210,6 +210,23 @@ impl CheckpointStore {
     }
 
     /// All tasks, most recent first.
+    /// Deletes the checkpoints of finished tasks beyond the `keep` most
+    /// recent (tasks still running, or cut off by a crash, are kept: they
+    /// may need their undo). Returns how many were removed.
+    pub fn prune(&self, keep: usize) -> io::Result<usize> {
+        let mut all = self.all()?;
+        all.sort_by_key(|c| std::cmp::Reverse(c.manifest.started_at_ns));
+        let mut removed = 0;
+        for old in all.iter().skip(keep) {
+            if old.manifest.ended_at_ns.is_none() {
+                continue;
+            }
+            fs::remove_dir_all(&old.dir)?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
     pub fn list(&self) -> io::Result<Vec<TaskInfo>> {
         let mut all = self.all()?;
         all.sort_by_key(|c| std::cmp::Reverse(c.manifest.started_at_ns));

@@ -27,6 +27,8 @@ pub struct TaskSpec {
     pub allow_env: Vec<String>,
     pub test_timeout: Duration,
     pub command_timeout: Duration,
+    /// Resource limits for tests and commands.
+    pub limits: crate::agent::exec::Limits,
 }
 
 impl TaskSpec {
@@ -48,6 +50,10 @@ impl TaskSpec {
             allow_env: config.allow_env.clone(),
             test_timeout: Duration::from_secs(config.test_timeout_s),
             command_timeout: Duration::from_secs(config.command_timeout_s),
+            limits: crate::agent::exec::Limits {
+                memory_bytes: config.memory_limit_mb.saturating_mul(1024 * 1024),
+                ..Default::default()
+            },
         }
     }
 

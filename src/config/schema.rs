@@ -300,6 +300,8 @@ pub struct AgentConfig {
     /// Environment variables passed to tests and commands although their
     /// names look secret (contain KEY, TOKEN, SECRET or PASSWORD).
     pub allow_env: Vec<String>,
+    /// Address-space limit for tests and commands, in MiB; 0: no limit.
+    pub memory_limit_mb: u64,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -314,6 +316,7 @@ impl Default for AgentConfig {
             test_timeout_s: 600,
             command_timeout_s: 120,
             allow_env: Vec::new(),
+            memory_limit_mb: 8192,
         }
     }
 }

@@ -105,6 +105,7 @@ pub struct CheckSettings<'a> {
     pub test_command: Option<&'a str>,
     pub timeout: std::time::Duration,
     pub allow_env: &'a [String],
+    pub limits: Limits,
 }
 
 /// Runs the test command (if any) and checks `files` for syntax errors.
@@ -156,7 +157,7 @@ pub fn test_spec(settings: &CheckSettings<'_>, command: String) -> CommandSpec {
         max_output_bytes: 256 * 1024,
         max_output_lines: 4000,
         env_allow: settings.allow_env.to_vec(),
-        limits: Limits::default(),
+        limits: settings.limits,
     }
 }
 

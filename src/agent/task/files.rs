@@ -13,6 +13,9 @@ use crate::agent::fsutil;
 use crate::agent::host::{BufferEdit, Host};
 use crate::agent::paths::WorkspacePaths;
 
+/// Checkpoints of finished tasks kept per workspace.
+const KEEP_CHECKPOINTS: usize = 20;
+
 /// How often a change is re-planned when the user keeps typing in the buffer.
 const CONFLICT_RETRIES: usize = 3;
 
@@ -174,6 +177,12 @@ impl Files {
             return Ok(());
         }
         let buffer = self.host.buffer(path);
+        if self.checkpoint.is_none() {
+            // Undo reaches back this many tasks per workspace.
+            if let Err(err) = self.store.prune(KEEP_CHECKPOINTS) {
+                tracing::warn!(%err, "could not prune old checkpoints");
+            }
+        }
         let checkpoint = match &mut self.checkpoint {
             Some(c) => c,
             None => self.checkpoint.insert(

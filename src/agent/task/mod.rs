@@ -299,6 +299,7 @@ impl Task {
             test_command: self.spec.test_command.as_deref(),
             timeout: self.spec.test_timeout,
             allow_env: &self.spec.allow_env,
+            limits: self.spec.limits,
         };
         self.event(
             EventKind::Status,

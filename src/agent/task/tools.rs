@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::explain::StopCause;
 use super::{prompt, Interrupt, Task};
 use crate::agent::edit::FileOp;
-use crate::agent::exec::{self, CommandSpec, Limits};
+use crate::agent::exec::{self, CommandSpec};
 use crate::agent::output::{self, NO_OUTPUT};
 use crate::agent::redact::is_secret_path;
 use crate::agent::repo_map::{repo_map, Focus};
@@ -472,6 +472,7 @@ impl Task {
             test_command: Some(&command),
             timeout: self.spec.test_timeout,
             allow_env: &self.spec.allow_env,
+            limits: self.spec.limits,
         };
         let spec = super::check::test_spec(&settings, command.clone());
         let outcome = self.run_spec(&spec).await?;
@@ -522,7 +523,7 @@ impl Task {
             max_output_bytes: MAX_OBSERVATION_BYTES,
             max_output_lines: MAX_OBSERVATION_LINES,
             env_allow: self.spec.allow_env.clone(),
-            limits: Limits::default(),
+            limits: self.spec.limits,
         };
         let outcome = self.run_spec(&spec).await?;
         // The command may have changed files: verify again before judging.

@@ -84,9 +84,16 @@ impl Host for LspHost {
     fn settle<'a>(&'a self, paths: &'a [std::path::PathBuf]) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let uris: Vec<Url> = if paths.is_empty() {
-                self.state.last_change.iter().map(|e| e.key().clone()).collect()
+                self.state
+                    .last_change
+                    .iter()
+                    .map(|e| e.key().clone())
+                    .collect()
             } else {
-                paths.iter().filter_map(|p| Url::from_file_path(p).ok()).collect()
+                paths
+                    .iter()
+                    .filter_map(|p| Url::from_file_path(p).ok())
+                    .collect()
             };
             for uri in uris {
                 wait_for_typing_pause(&self.state, &uri).await;
