@@ -76,6 +76,8 @@ pub struct Context<'a> {
     pub budget: &'a Budget,
     /// The last test run hit its timeout.
     pub test_timed_out: bool,
+    /// The model's own account, asked for when the attempts ran out.
+    pub reflection: Option<&'a str>,
 }
 
 pub fn summary(cx: &Context<'_>) -> String {
@@ -144,7 +146,11 @@ pub fn summary(cx: &Context<'_>) -> String {
             out.push('\n');
         }
     }
-    if !cx.model_text.trim().is_empty() {
+    if let Some(reflection) = cx.reflection {
+        out.push_str("The model's assessment: ");
+        out.push_str(&crate::model::shorten_for_display(reflection, 800));
+        out.push('\n');
+    } else if !cx.model_text.trim().is_empty() {
         out.push_str("The model's last note: ");
         out.push_str(&crate::model::shorten_for_display(
             cx.model_text.trim(),

@@ -87,6 +87,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: Cancel) -> TaskResul
         dirty: true,
         last_text: String::new(),
         restore_note: None,
+        reflection: None,
     };
     task.run().await
 }
@@ -111,6 +112,8 @@ pub(crate) struct Task {
     last_text: String,
     /// What giving up put back, for the summary.
     restore_note: Option<String>,
+    /// The model's own account when it ran out of attempts.
+    reflection: Option<String>,
 }
 
 /// Why the act phase of an iteration ended early.
@@ -435,7 +438,42 @@ impl Task {
         };
         let kept_best = best.1.is_some();
         self.attempts_restored(restored, kept_best, best.0);
+        if matches!(cause, StopCause::Iterations | StopCause::ToolCalls) {
+            self.reflect().await;
+        }
         self.finish(cause, Some(last)).await
+    }
+
+    /// Out of attempts but not of time or tokens: one last turn, in words,
+    /// for the model's own account of what failed and what it would
+    /// try next (it goes into the summary).
+    async fn reflect(&mut self) {
+        if self.check_budget_for_reflection().is_err() {
+            return;
+        }
+        self.push(Message::user(prompt::REFLECTION));
+        // The tools stay declared (Anthropic refuses a conversation holding
+        // tool calls without them); any call now is ignored, only words count.
+        match self.model_turn().await {
+            Ok(turn) if !turn.text.trim().is_empty() => {
+                self.reflection = Some(turn.text.trim().to_owned());
+            }
+            Ok(_) => {}
+            Err(cause) => tracing::info!(?cause, "no reflection from the model"),
+        }
+    }
+
+    fn check_budget_for_reflection(&self) -> Result<(), StopCause> {
+        if self.cancel.is_cancelled() {
+            return Err(StopCause::Cancelled);
+        }
+        if self.tokens.total() >= self.spec.budget.max_tokens {
+            return Err(StopCause::Tokens);
+        }
+        if self.started.elapsed() >= self.spec.budget.timeout {
+            return Err(StopCause::Timeout);
+        }
+        Ok(())
     }
 
     fn attempts_restored(&mut self, restored: Vec<PathBuf>, kept_best: bool, score: check::Score) {
@@ -469,6 +507,7 @@ impl Task {
                 .map(|r| r.summary_for_model()),
             model_text: &self.last_text,
             restore_note: self.restore_note.as_deref(),
+            reflection: self.reflection.as_deref(),
             budget: &self.spec.budget,
             test_timed_out: last
                 .and_then(|v| v.outcome.as_ref())

@@ -20,6 +20,9 @@ Rules:
 - Do not edit tests to make them pass unless the goal says so.
 - When the change is done (or you cannot make progress), answer without any tool call: one short paragraph saying what you changed and why.";
 
+/// Asked when the attempts are spent (no tools offered).
+pub const REFLECTION: &str = "You are out of attempts; the files are being restored. Without any tool call, in at most four sentences: what you tried, what still fails and why, and what you would try next.";
+
 /// Wraps workspace content so the model can tell it from instructions. A
 /// closing tag inside the content is defused so it cannot end the block.
 pub fn data(kind: &str, label: &str, content: &str) -> String {
