@@ -55,6 +55,7 @@ pub async fn initialized(state: &Arc<State>, _: InitializedParams) {
 pub async fn shutdown(state: &Arc<State>) -> Result<()> {
     tracing::info!("shutdown requested");
     state.index_cancel.lock().store(true, Ordering::SeqCst);
+    super::agent::cancel_running(state);
     Ok(())
 }
 

@@ -430,3 +430,19 @@ fn fix_diagnostics_repairs_a_syntax_error_in_the_open_file() {
         bodies[1]
     );
 }
+
+#[test]
+fn shutdown_cancels_the_running_task() {
+    let ws = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let mock = Mock::start(SLOW_SCRIPT);
+    let mut lsp = start(&ws, cache.path(), mock.options(json!({})));
+    let id = chat(&mut lsp, "make check.py pass", json!({}));
+    wait_for_edit_event(&mut lsp);
+    let shutdown = lsp.send_request("shutdown", Value::Null);
+    let response = response_within(&mut lsp, &id, 10);
+    assert_eq!(response["result"]["status"], "cancelled", "{response:#}");
+    assert!(response_within(&mut lsp, &shutdown, 10)
+        .get("error")
+        .is_none());
+}

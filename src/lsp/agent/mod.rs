@@ -344,6 +344,15 @@ impl Drop for ClearRunning {
     }
 }
 
+/// On `shutdown`: the running task stops at its next safe point (its
+/// commands' process groups are killed) rather than being dropped at exit.
+pub fn cancel_running(state: &State) {
+    if let Some((id, cancel)) = state.agent.running.lock().as_ref() {
+        tracing::info!(task = %id, "shutdown: cancelling the running task");
+        cancel.cancel();
+    }
+}
+
 /// `window/workDoneProgress/cancel`: the user pressed the cancel button of
 /// the running task's progress.
 pub fn progress_cancelled(state: &Arc<State>, token: &ProgressToken) {
