@@ -406,3 +406,72 @@ fn a_task_killed_mid_way_can_be_undone_after_restart() {
     );
     assert_eq!(tree_diff(&input, &snapshot(&ws, &[])), None);
 }
+
+/// `agent.sandbox = "workspace"`: a command may write in the workspace but
+/// not outside it, and cannot open TCP connections.
+#[test]
+fn sandboxed_commands_write_only_the_workspace_and_have_no_network() {
+    if !fettle::agent::sandbox::available() {
+        eprintln!("skipping: this kernel has no Landlock");
+        return;
+    }
+    let outside =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sandbox-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
+    let victim = outside.join("victim.txt");
+    std::fs::write(&victim, "safe\n").unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    let ws = temp.path().join("ws");
+    let cache = temp.path().join("cache");
+    std::fs::create_dir_all(&ws).unwrap();
+    // The mock itself is a live TCP listener the command tries to reach.
+    let port_holder = Mock::start(Script::from_json(r#"{"responses": []}"#).unwrap());
+    let port = port_holder
+        .server
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let command = format!(
+        "echo pwned > {victim}; echo ok > inside.txt; python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\" 2>&1 | tail -n 1",
+        victim = victim.display()
+    );
+    let script = serde_json::json!({ "responses": [
+        { "tool_calls": [ { "name": "run_command", "arguments": { "command": command } } ] },
+        { "text": "Done." }
+    ] });
+    let mock = Mock::start(Script::from_json(&script.to_string()).unwrap());
+    std::fs::write(
+        ws.join("fettle.toml"),
+        mock.config("commands = \"auto\"\nsandbox = \"workspace\""),
+    )
+    .unwrap();
+    let out = fettle(
+        &[
+            "fix",
+            "--json",
+            "--goal",
+            "write inside.txt",
+            "--test",
+            "test -f inside.txt",
+            ws.to_str().unwrap(),
+        ],
+        &cache,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(result["status"], "success", "{result:#}\n{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "safe\n",
+        "the sandbox let a command write outside"
+    );
+    let told = mock.bodies()[1].clone();
+    assert!(told.contains("Permission denied"), "{told}");
+    assert!(
+        told.contains("PermissionError"),
+        "the TCP connection was not refused: {told}"
+    );
+    assert_eq!(port_holder.server.requests().len(), 0);
+}

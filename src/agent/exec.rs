@@ -59,6 +59,8 @@ pub struct CommandSpec {
     /// Variables passed through even though their name looks secret.
     pub env_allow: Vec<String>,
     pub limits: Limits,
+    /// Run under this Landlock policy (`agent.sandbox`); `None`: unsandboxed.
+    pub sandbox: Option<crate::agent::sandbox::SandboxPolicy>,
 }
 
 impl CommandSpec {
@@ -72,6 +74,7 @@ impl CommandSpec {
             max_output_lines: DEFAULT_MAX_LINES,
             env_allow: Vec::new(),
             limits: Limits::default(),
+            sandbox: None,
         }
     }
 }
@@ -198,10 +201,20 @@ pub async fn run(spec: &CommandSpec, cancel: &Cancel) -> std::io::Result<Command
     let write_end = sender.into_blocking_fd()?;
     let write_end_2 = write_end.try_clone()?;
 
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(&spec.command)
-        .current_dir(&spec.cwd)
+    let mut cmd = match &spec.sandbox {
+        // `fettle sandbox-exec` restricts itself, then execs `sh -c`.
+        Some(policy) => {
+            let mut cmd = Command::new(&policy.launcher);
+            cmd.args(policy.wrap(&spec.command));
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c").arg(&spec.command);
+            cmd
+        }
+    };
+    cmd.current_dir(&spec.cwd)
         .env_clear()
         .envs(scrubbed_env(&spec.env_allow))
         .stdin(Stdio::null())

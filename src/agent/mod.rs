@@ -15,6 +15,7 @@ pub mod output;
 pub mod paths;
 pub mod redact;
 pub mod repo_map;
+pub mod sandbox;
 pub mod search;
 pub mod task;
 pub mod types;

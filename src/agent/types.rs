@@ -29,6 +29,8 @@ pub struct TaskSpec {
     pub command_timeout: Duration,
     /// Resource limits for tests and commands.
     pub limits: crate::agent::exec::Limits,
+    /// The Landlock policy for tests and commands (`agent.sandbox`).
+    pub sandbox: Option<crate::agent::sandbox::SandboxPolicy>,
 }
 
 impl TaskSpec {
@@ -54,6 +56,7 @@ impl TaskSpec {
                 memory_bytes: config.memory_limit_mb.saturating_mul(1024 * 1024),
                 ..Default::default()
             },
+            sandbox: None,
         }
     }
 

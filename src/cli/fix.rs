@@ -116,6 +116,13 @@ pub fn run(args: FixArgs) -> i32 {
             }
         }
     };
+    spec.sandbox = match crate::agent::sandbox::from_config(&config.agent, &root) {
+        Ok(policy) => policy,
+        Err(err) => {
+            eprintln!("fettle: {err}");
+            return 2;
+        }
+    };
     let store = match CheckpointStore::for_workspace(&root) {
         Ok(store) => store,
         Err(err) => {

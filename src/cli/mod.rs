@@ -50,6 +50,19 @@ enum Command {
         #[command(subcommand)]
         command: model::ModelCommand,
     },
+    /// Internal: run a command under the agent's Landlock sandbox.
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec {
+        /// A directory the command may write beneath (repeatable).
+        #[arg(long = "write", value_name = "DIR")]
+        write: Vec<PathBuf>,
+        /// Allow TCP connect and bind.
+        #[arg(long)]
+        network: bool,
+        /// The program and its arguments.
+        #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Run the scriptable mock model server (for tests and development).
     #[command(name = "mock-model")]
     MockModel(model::MockModelArgs),
@@ -82,8 +95,30 @@ pub fn main() -> i32 {
         Command::Fix(args) => fix::run(args),
         Command::Model { command } => model::run(command),
         Command::MockModel(args) => model::mock_model(args),
+        Command::SandboxExec {
+            write,
+            network,
+            command,
+        } => sandbox_exec(&write, network, &command),
         Command::Index { path, query, json } => index(path, query, json),
     }
+}
+
+/// Restricts itself with Landlock, then becomes `command` (exit 126 when
+/// the sandbox cannot be set up, 127 when the program cannot run).
+fn sandbox_exec(write: &[PathBuf], network: bool, command: &[std::ffi::OsString]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    if let Err(err) = crate::agent::sandbox::restrict_self(write, network) {
+        eprintln!("fettle: {err}");
+        return 126;
+    }
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("fettle: sandbox-exec needs a command");
+        return 2;
+    };
+    let err = std::process::Command::new(program).args(args).exec();
+    eprintln!("fettle: cannot run {}: {err}", program.to_string_lossy());
+    127
 }
 
 fn serve() -> i32 {

@@ -18,7 +18,7 @@ mod validate;
 pub use files::{parse_toml, read_toml_file, user_config_path, workspace_config_path};
 pub use schema::{
     expand_home, AgentConfig, CommandPolicy, CompletionConfig, Config, DiagnosticsConfig,
-    EditConfig, FimTemplate, IndexConfig, LogConfig, ModelConfig, Multiline, Provider,
+    EditConfig, FimTemplate, IndexConfig, LogConfig, ModelConfig, Multiline, Provider, SandboxMode,
     BUILTIN_MODEL, DEFAULT_LOCAL_MODEL_PATH,
 };
 

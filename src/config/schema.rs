@@ -302,6 +302,11 @@ pub struct AgentConfig {
     pub allow_env: Vec<String>,
     /// Address-space limit for tests and commands, in MiB; 0: no limit.
     pub memory_limit_mb: u64,
+    /// Run tests and commands under Landlock (write only to the workspace,
+    /// temp and build caches; no TCP).
+    pub sandbox: SandboxMode,
+    /// More directories sandboxed commands may write to.
+    pub sandbox_writable: Vec<String>,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -317,6 +322,8 @@ impl Default for AgentConfig {
             command_timeout_s: 120,
             allow_env: Vec::new(),
             memory_limit_mb: 8192,
+            sandbox: SandboxMode::Off,
+            sandbox_writable: Vec::new(),
         }
     }
 }
@@ -457,5 +464,13 @@ keyword_enum!(
         Ask => "ask",
         Auto => "auto",
         Never => "never",
+    }
+);
+
+keyword_enum!(
+    /// Whether the agent's tests and commands run in a Landlock sandbox.
+    SandboxMode, "sandbox mode", default = Off, {
+        Off => "off",
+        Workspace => "workspace",
     }
 );

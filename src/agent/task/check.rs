@@ -106,6 +106,7 @@ pub struct CheckSettings<'a> {
     pub timeout: std::time::Duration,
     pub allow_env: &'a [String],
     pub limits: Limits,
+    pub sandbox: Option<&'a crate::agent::sandbox::SandboxPolicy>,
 }
 
 /// Runs the test command (if any) and checks `files` for syntax errors.
@@ -158,6 +159,7 @@ pub fn test_spec(settings: &CheckSettings<'_>, command: String) -> CommandSpec {
         max_output_lines: 4000,
         env_allow: settings.allow_env.to_vec(),
         limits: settings.limits,
+        sandbox: settings.sandbox.cloned(),
     }
 }
 

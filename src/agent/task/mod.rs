@@ -303,6 +303,7 @@ impl Task {
             timeout: self.spec.test_timeout,
             allow_env: &self.spec.allow_env,
             limits: self.spec.limits,
+            sandbox: self.spec.sandbox.as_ref(),
         };
         self.event(
             EventKind::Status,

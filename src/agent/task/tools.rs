@@ -473,6 +473,7 @@ impl Task {
             timeout: self.spec.test_timeout,
             allow_env: &self.spec.allow_env,
             limits: self.spec.limits,
+            sandbox: self.spec.sandbox.as_ref(),
         };
         let spec = super::check::test_spec(&settings, command.clone());
         let outcome = self.run_spec(&spec).await?;
@@ -524,6 +525,7 @@ impl Task {
             max_output_lines: MAX_OBSERVATION_LINES,
             env_allow: self.spec.allow_env.clone(),
             limits: self.spec.limits,
+            sandbox: self.spec.sandbox.clone(),
         };
         let outcome = self.run_spec(&spec).await?;
         // The command may have changed files: verify again before judging.

@@ -289,6 +289,10 @@ async fn run(
         Some(config.agent.test_command.clone())
     };
     spec.focus = focus_path.map(|path| Focus { path, lines });
+    spec.sandbox = match crate::agent::sandbox::from_config(&config.agent, &root) {
+        Ok(policy) => policy,
+        Err(err) => return Ok(Some(failed(state, &id, &err).await)),
+    };
     let store = match CheckpointStore::for_workspace(&root) {
         Ok(store) => store,
         Err(err) => {
