@@ -236,7 +236,7 @@ async fn the_background_model_answers_beside_the_interactive_one() {
     let Some(path) = model_path() else { return };
     let mut cfg = ModelConfig::new(Provider::Local);
     cfg.path = Some(path.display().to_string());
-    cfg.context_tokens = 1536;
+    cfg.context_tokens = 1029;
     cfg.temperature = 0.0;
     cfg.total_timeout_ms = 120_000;
     let interactive = Model::new("local", &cfg).unwrap();
@@ -261,10 +261,21 @@ async fn the_background_model_answers_beside_the_interactive_one() {
     let (stops, completion) = tokio::join!(chat, collect(&interactive, fim(PREFIX, SUFFIX, 8)));
     assert_eq!(stops, 1);
     completion.unwrap();
-    let (a, b) = (
-        interactive.local_stats().unwrap(),
-        background.local_stats().unwrap(),
-    );
+    // Each engine records its request's statistics just after the stream
+    // ends; give them a moment.
+    let stats = |m: &Model| {
+        let m = m.clone();
+        async move {
+            for _ in 0..100 {
+                if let Some(s) = m.local_stats() {
+                    return s;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("no statistics recorded");
+        }
+    };
+    let (a, b) = (stats(&interactive).await, stats(&background).await);
     assert_ne!(
         a.prompt_tokens, b.prompt_tokens,
         "one engine served both: {a:?} {b:?}"
