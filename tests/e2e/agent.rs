@@ -4,30 +4,24 @@
 //! typing, can be cancelled, and `fettle.undo` restores every file.
 use std::time::{Duration, Instant};
 
-use fettle::mock::{MockServer, Script};
+use fettle::mock::Script;
 use serde_json::{json, Value};
 
-use crate::harness::{Lsp, Workspace};
+use crate::harness::{BackgroundMock, Lsp, Workspace};
 
-struct Mock {
-    server: MockServer,
-    _runtime: tokio::runtime::Runtime,
+/// The mock model, with what these tests ask of it.
+struct Mock(BackgroundMock);
+
+impl std::ops::Deref for Mock {
+    type Target = BackgroundMock;
+    fn deref(&self) -> &BackgroundMock {
+        &self.0
+    }
 }
 
 impl Mock {
     fn start(script: &str) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = runtime
-            .block_on(MockServer::start(Script::from_json(script).unwrap()))
-            .unwrap();
-        Self {
-            server,
-            _runtime: runtime,
-        }
+        Self(BackgroundMock::start(Script::from_json(script).unwrap()))
     }
 
     fn options(&self, agent: Value) -> Value {

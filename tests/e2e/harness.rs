@@ -571,3 +571,27 @@ pub fn redact(value: &Value, root: &Path) -> Value {
         other => other.clone(),
     }
 }
+
+/// The mock model server on its own runtime, in the background, for the
+/// test's life (the harness itself is synchronous).
+pub struct BackgroundMock {
+    pub server: fettle::mock::MockServer,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl BackgroundMock {
+    pub fn start(script: fettle::mock::Script) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = runtime
+            .block_on(fettle::mock::MockServer::start(script))
+            .unwrap();
+        Self {
+            server,
+            _runtime: runtime,
+        }
+    }
+}

@@ -2,31 +2,24 @@
 //! model server on 127.0.0.1.
 use std::time::{Duration, Instant};
 
-use fettle::mock::{MockServer, Script, ScriptedResponse};
+use fettle::mock::{Script, ScriptedResponse};
 use serde_json::{json, Value};
 
-use crate::harness::{Lsp, Workspace};
+use crate::harness::{BackgroundMock, Lsp, Workspace};
 
-/// The mock runs on its own runtime, in the background, for the test's life.
-struct Mock {
-    server: MockServer,
-    _runtime: tokio::runtime::Runtime,
+/// The mock model, with what these tests ask of it.
+struct Mock(BackgroundMock);
+
+impl std::ops::Deref for Mock {
+    type Target = BackgroundMock;
+    fn deref(&self) -> &BackgroundMock {
+        &self.0
+    }
 }
 
 impl Mock {
     fn start(responses: Vec<ScriptedResponse>) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = runtime
-            .block_on(MockServer::start(Script::new(responses)))
-            .unwrap();
-        Self {
-            server,
-            _runtime: runtime,
-        }
+        Self(BackgroundMock::start(Script::new(responses)))
     }
 
     /// Initialization options pointing completion at this server.
@@ -42,7 +35,8 @@ impl Mock {
     }
 
     fn prompts(&self) -> Vec<String> {
-        self.server
+        self.0
+            .server
             .requests()
             .iter()
             .filter(|r| r.path == "/v1/completions")

@@ -133,11 +133,6 @@ fn agent_chat_edits_the_open_buffer_in_neovim() {
         ("calc.py", "def add(a, b):\n    return a - b\n"),
         ("check.py", "from calc import add\nassert add(2, 3) == 5\n"),
     ]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
     let script = fettle::mock::Script::from_json(
         r#"{"responses": [
             {"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]},
@@ -146,9 +141,8 @@ fn agent_chat_edits_the_open_buffer_in_neovim() {
         ]}"#,
     )
     .unwrap();
-    let server = runtime
-        .block_on(fettle::mock::MockServer::start(script))
-        .unwrap();
+    let mock = crate::harness::BackgroundMock::start(script);
+    let server = &mock.server;
     let init = serde_json::json!({
         "models": { "mock": { "provider": "openai", "base_url": format!("{}/v1", server.url()), "model": "mock", "max_retries": 0 } },
         "agent": { "model": "mock", "test_command": "python3 check.py" },
