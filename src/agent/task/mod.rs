@@ -29,9 +29,7 @@ use super::types::{EventKind, TaskEvent, TaskResult, TaskSpec, Tokens};
 use crate::index::WorkspaceIndex;
 use crate::model::{Message, Model};
 
-pub use check::Score;
 use check::{CheckSettings, Verification};
-pub use diff::unified as unified_diff;
 use explain::{Attempt, StopCause};
 use files::{Files, TreeBytes};
 
@@ -116,11 +114,6 @@ pub(crate) struct Task {
     reflection: Option<String>,
 }
 
-/// Why the act phase of an iteration ended early.
-enum Interrupt {
-    Stop(StopCause),
-}
-
 impl Task {
     async fn run(&mut self) -> TaskResult {
         self.status(&format!("Started: {}", self.spec.goal.trim()));
@@ -153,7 +146,7 @@ impl Task {
                 self.spec.budget.max_iterations
             ));
             let acted = self.act().await;
-            if let Err(Interrupt::Stop(cause)) = acted {
+            if let Err(cause) = acted {
                 // Budget or cancellation mid-attempt: judge what is there.
                 if matches!(cause, StopCause::Cancelled) {
                     return self.finish(cause, Some(&last)).await;
@@ -193,11 +186,11 @@ impl Task {
     }
 
     /// Model turns until one ends without a tool call.
-    async fn act(&mut self) -> Result<(), Interrupt> {
+    async fn act(&mut self) -> Result<(), StopCause> {
         let mut malformed = 0;
         loop {
-            self.check_budget().map_err(Interrupt::Stop)?;
-            let turn = self.model_turn().await.map_err(Interrupt::Stop)?;
+            self.check_budget()?;
+            let turn = self.model_turn().await?;
             let calls = turn.tool_calls.clone();
             self.push(Message {
                 tool_calls: calls.clone(),
@@ -212,9 +205,9 @@ impl Task {
                     // a few times.
                     malformed += 1;
                     if malformed > MAX_MALFORMED_TURNS {
-                        return Err(Interrupt::Stop(StopCause::Model(format!(
+                        return Err(StopCause::Model(format!(
                             "{MAX_MALFORMED_TURNS} malformed answers in a row; the last: {note}"
-                        ))));
+                        )));
                     }
                     self.push(Message::user(note));
                     continue;

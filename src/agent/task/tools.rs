@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::explain::StopCause;
-use super::{prompt, Interrupt, Task};
+use super::{prompt, Task};
 use crate::agent::edit::FileOp;
 use crate::agent::exec::{self, CommandSpec};
 use crate::agent::output::{self, NO_OUTPUT};
@@ -168,7 +168,7 @@ impl Task {
     pub(super) async fn run_tools(
         &mut self,
         calls: &[ToolCall],
-    ) -> Result<Vec<Message>, Interrupt> {
+    ) -> Result<Vec<Message>, StopCause> {
         let mut results: Vec<Option<String>> = vec![None; calls.len()];
         let mut budget_left = self
             .spec
@@ -199,7 +199,7 @@ impl Task {
                 },
                 _ => {
                     if self.cancel.is_cancelled() {
-                        return Err(Interrupt::Stop(StopCause::Cancelled));
+                        return Err(StopCause::Cancelled);
                     }
                     results[i] = Some(self.run_tool(call).await?);
                 }
@@ -302,7 +302,7 @@ impl Task {
         Ok(path)
     }
 
-    async fn run_tool(&mut self, call: &ToolCall) -> Result<String, Interrupt> {
+    async fn run_tool(&mut self, call: &ToolCall) -> Result<String, StopCause> {
         // Reads see the buffers as the user sees them: let typing whose
         // changes are still on their way arrive first.
         if matches!(call.name.as_str(), "read_file" | "search" | "diagnostics") {
@@ -455,7 +455,7 @@ impl Task {
         })
     }
 
-    async fn tool_run_tests(&mut self, call: &ToolCall) -> Result<String, Interrupt> {
+    async fn tool_run_tests(&mut self, call: &ToolCall) -> Result<String, StopCause> {
         let p = match parse::<TestParams>(call) {
             Ok(p) => p,
             Err(err) => return Ok(format!("Error: {err}")),
@@ -492,7 +492,7 @@ impl Task {
         Ok(out)
     }
 
-    async fn tool_run_command(&mut self, call: &ToolCall) -> Result<String, Interrupt> {
+    async fn tool_run_command(&mut self, call: &ToolCall) -> Result<String, StopCause> {
         let p = match parse::<CommandParams>(call) {
             Ok(p) => p,
             Err(err) => return Ok(format!("Error: {err}")),
@@ -503,7 +503,7 @@ impl Task {
             CommandPolicy::Ask => {
                 let host = self.host.clone();
                 tokio::select! {
-                    () = self.cancel.cancelled() => return Err(Interrupt::Stop(StopCause::Cancelled)),
+                    () = self.cancel.cancelled() => return Err(StopCause::Cancelled),
                     ok = host.approve(&p.command) => ok,
                 }
             }
@@ -533,17 +533,13 @@ impl Task {
         Ok(outcome.describe())
     }
 
-    async fn run_spec(&mut self, spec: &CommandSpec) -> Result<exec::CommandOutcome, Interrupt> {
+    async fn run_spec(&mut self, spec: &CommandSpec) -> Result<exec::CommandOutcome, StopCause> {
         let outcome = exec::run(spec, &self.cancel).await;
         if self.cancel.is_cancelled() {
-            return Err(Interrupt::Stop(StopCause::Cancelled));
+            return Err(StopCause::Cancelled);
         }
-        outcome.map_err(|err| {
-            Interrupt::Stop(StopCause::Error(format!(
-                "could not start `{}`: {err}",
-                spec.command
-            )))
-        })
+        outcome
+            .map_err(|err| StopCause::Error(format!("could not start `{}`: {err}", spec.command)))
     }
 }
 
