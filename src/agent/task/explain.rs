@@ -174,13 +174,33 @@ fn next_step(cx: &Context<'_>) -> String {
             let target = cx
                 .last_failure_focus
                 .as_deref()
-                .and_then(|f| f.lines().find(|l| l.contains(':') && !l.trim().is_empty()))
-                .map(|l| format!("start from `{}`", l.trim()))
+                .and_then(first_lead)
                 .unwrap_or_else(|| "narrow the goal to one failing test".to_owned());
             format!(
                 "{target}; give the task more room (a larger budget) or a more specific goal, or use a stronger model."
             )
         }
         StopCause::Success => String::new(),
+    }
+}
+
+/// Where to start, from a failure summary's "Failing tests:" and
+/// "Locations:" sections (their first entries).
+fn first_lead(summary: &str) -> Option<String> {
+    let first_in = |section: &str| {
+        summary
+            .lines()
+            .skip_while(|l| l.trim() != section)
+            .nth(1)
+            .and_then(|l| l.trim().strip_prefix("- "))
+            .map(str::to_owned)
+    };
+    match (first_in("Failing tests:"), first_in("Locations:")) {
+        (Some(test), Some(place)) => Some(format!(
+            "start from the failing test `{test}` (see `{place}`)"
+        )),
+        (Some(test), None) => Some(format!("start from the failing test `{test}`")),
+        (None, Some(place)) => Some(format!("start at `{place}`")),
+        (None, None) => None,
     }
 }
