@@ -17,29 +17,21 @@
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, HashMap};
+mod agent_common;
+
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agent_common::{clip, copy_tree, differences, files, Mock};
 use fettle::agent::edit::{apply_edit, lint_guard, Strategy};
-use fettle::mock::{MockServer, Script};
+use fettle::mock::Script;
 use serde::Deserialize;
 use serde_json::Value;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/corpus");
-
-/// Build outputs and caches the runners leave behind, and the config file
-/// the harness writes: never part of a comparison (at any depth).
-const IGNORED: &[&str] = &[
-    "target",
-    "__pycache__",
-    ".pytest_cache",
-    "node_modules",
-    "fettle.toml",
-    "Cargo.lock",
-];
 
 /// Generous: a Rust case compiles its crate several times on a slow machine.
 const FIX_TIMEOUT: Duration = Duration::from_secs(600);
@@ -80,107 +72,6 @@ fn cases() -> Vec<Case> {
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
-}
-
-/// Every regular file under `root` except [`IGNORED`] names, by relative
-/// path with `/` separators.
-fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir)
-            .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-            .map(|e| e.unwrap().path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            let name = path.file_name().unwrap().to_string_lossy();
-            if IGNORED.contains(&name.as_ref()) {
-                continue;
-            }
-            if path.is_dir() {
-                walk(root, &path, out);
-            } else {
-                let rel = path.strip_prefix(root).unwrap();
-                let key = rel
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join("/");
-                out.insert(key, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for (rel, bytes) in tree(from) {
-        let path = to.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, bytes).unwrap();
-    }
-}
-
-/// Where `actual` differs from `wanted`: one entry per file, with a short
-/// unified diff for text files.
-fn tree_differences(
-    actual: &BTreeMap<String, Vec<u8>>,
-    wanted: &BTreeMap<String, Vec<u8>>,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    let names: std::collections::BTreeSet<&String> = actual.keys().chain(wanted.keys()).collect();
-    for name in names {
-        match (actual.get(name), wanted.get(name)) {
-            (Some(a), Some(w)) if a == w => {}
-            (Some(a), Some(w)) => {
-                let (a, w) = (String::from_utf8_lossy(a), String::from_utf8_lossy(w));
-                let diff = similar::TextDiff::from_lines(w.as_ref(), a.as_ref())
-                    .unified_diff()
-                    .context_radius(2)
-                    .header("wanted", "actual")
-                    .to_string();
-                out.push(format!("{name} differs:\n{}", clip(&diff, 3000)));
-            }
-            (Some(_), None) => out.push(format!("{name} should not exist")),
-            (None, Some(_)) => out.push(format!("{name} is missing")),
-            (None, None) => {}
-        }
-    }
-    out
-}
-
-/// The last `max` bytes of `text` (on a char boundary).
-fn clip(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
-}
-
-/// The mock server on its own runtime, for as long as a case runs.
-struct Mock {
-    server: MockServer,
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl Mock {
-    fn start(script: Script) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let server = runtime.block_on(MockServer::start(script)).unwrap();
-        Self {
-            server,
-            _runtime: runtime,
-        }
-    }
 }
 
 struct Ran {
@@ -333,7 +224,7 @@ fn run_case(case: &Case) -> (Vec<String>, String) {
             clip(&fix.stdout, 2000)
         )),
     }
-    for difference in tree_differences(&tree(&workspace), &tree(&expected)) {
+    for difference in differences(&files(&workspace, &[]), &files(&expected, &[])) {
         problems.push(format!("after the fix, {difference}"));
     }
     let remaining = mock.server.remaining();
@@ -359,7 +250,7 @@ fn run_case(case: &Case) -> (Vec<String>, String) {
             clip(&undone.stdout, 1000)
         ));
     }
-    for difference in tree_differences(&tree(&workspace), &tree(&input)) {
+    for difference in differences(&files(&workspace, &[]), &files(&input, &[])) {
         problems.push(format!("after --undo, {difference}"));
     }
     (problems, stderr)
@@ -439,8 +330,8 @@ fn corpus_cases_are_well_formed() {
     );
     for case in &cases {
         let name = &case.name;
-        let input = tree(&case.dir.join("input"));
-        let expected = tree(&case.dir.join("expected"));
+        let input = files(&case.dir.join("input"), &[]);
+        let expected = files(&case.dir.join("expected"), &[]);
         assert!(!input.is_empty(), "{name}: input/ is empty");
         assert_ne!(input, expected, "{name}: expected/ is the same as input/");
         assert_eq!(case.meta.expect_status, "success", "{name}: expect_status");
@@ -476,7 +367,7 @@ fn corpus_cases_are_well_formed() {
                     let path = entry.unwrap().path();
                     let file = path.file_name().unwrap().to_string_lossy().into_owned();
                     assert!(
-                        !IGNORED.contains(&file.as_str()),
+                        !agent_common::IGNORED.contains(&file.as_str()),
                         "{name}: build output or cache in the fixture: {}",
                         path.display()
                     );
@@ -498,7 +389,7 @@ fn scripted_edits_turn_input_into_expected() {
     let mut failures = Vec::new();
     for case in cases() {
         let name = &case.name;
-        let mut files = tree(&case.dir.join("input"));
+        let mut replayed = files(&case.dir.join("input"), &[]);
         let path = case.dir.join("script.json");
         let script: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let mut strategies = Vec::new();
@@ -510,7 +401,7 @@ fn scripted_edits_turn_input_into_expected() {
             for call in calls {
                 let args = &call["arguments"];
                 let file = args["path"].as_str().unwrap_or_default().to_owned();
-                let old = files
+                let old = replayed
                     .get(&file)
                     .map(|b| String::from_utf8(b.clone()).unwrap());
                 let new = match call["name"].as_str() {
@@ -543,10 +434,10 @@ fn scripted_edits_turn_input_into_expected() {
                         "{name}: response {index} breaks the syntax of {file}: {rejection}"
                     ));
                 }
-                files.insert(file, new.into_bytes());
+                replayed.insert(file, new.into_bytes());
             }
         }
-        for difference in tree_differences(&files, &tree(&case.dir.join("expected"))) {
+        for difference in differences(&replayed, &files(&case.dir.join("expected"), &[])) {
             failures.push(format!("{name}: replaying the script, {difference}"));
         }
         let loose = strategies.iter().any(|s| *s != Strategy::Exact);

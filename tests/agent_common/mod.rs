@@ -118,33 +118,73 @@ pub fn snapshot(root: &Path, extra_ignored: &[String]) -> BTreeMap<String, (Vec<
     out
 }
 
-/// A readable difference between two snapshots, or `None` when equal.
+/// [`snapshot`] without the modes.
+pub fn files(root: &Path, extra_ignored: &[String]) -> BTreeMap<String, Vec<u8>> {
+    snapshot(root, extra_ignored)
+        .into_iter()
+        .map(|(path, (bytes, _))| (path, bytes))
+        .collect()
+}
+
+/// Where `actual` differs from `wanted`: one entry per file, with a short
+/// unified diff for content (carriage returns shown as `␍`).
+pub fn differences(
+    actual: &BTreeMap<String, Vec<u8>>,
+    wanted: &BTreeMap<String, Vec<u8>>,
+) -> Vec<String> {
+    let shown = |b: &[u8]| String::from_utf8_lossy(b).replace('\r', "␍");
+    let names: std::collections::BTreeSet<&String> = actual.keys().chain(wanted.keys()).collect();
+    let mut out = Vec::new();
+    for name in names {
+        match (actual.get(name), wanted.get(name)) {
+            (Some(a), Some(w)) if a == w => {}
+            (Some(a), Some(w)) => {
+                let (a, w) = (shown(a), shown(w));
+                let diff = similar::TextDiff::from_lines(&w, &a)
+                    .unified_diff()
+                    .context_radius(2)
+                    .header("wanted", "actual")
+                    .to_string();
+                out.push(format!("{name} differs:\n{}", clip(&diff, 3000)));
+            }
+            (Some(_), None) => out.push(format!("{name} should not exist")),
+            (None, Some(_)) => out.push(format!("{name} is missing")),
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// A readable difference between two snapshots (content and modes), or
+/// `None` when equal.
 pub fn tree_diff(
     want: &BTreeMap<String, (Vec<u8>, u32)>,
     got: &BTreeMap<String, (Vec<u8>, u32)>,
 ) -> Option<String> {
-    let mut out = String::new();
-    for (path, (bytes, mode)) in want {
-        match got.get(path) {
-            None => out.push_str(&format!("missing: {path}\n")),
-            Some((b, m)) => {
-                if b != bytes {
-                    out.push_str(&format!(
-                        "content differs: {path}\n--- want\n{}\n--- got\n{}\n",
-                        String::from_utf8_lossy(bytes).escape_debug(),
-                        String::from_utf8_lossy(b).escape_debug()
-                    ));
-                }
-                if m != mode {
-                    out.push_str(&format!("mode differs: {path}: want {mode:o}, got {m:o}\n"));
-                }
-            }
+    let bytes = |t: &BTreeMap<String, (Vec<u8>, u32)>| {
+        t.iter()
+            .map(|(p, (b, _))| (p.clone(), b.clone()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let mut out = differences(&bytes(got), &bytes(want));
+    for (path, (_, mode)) in want {
+        if let Some((_, m)) = got.get(path).filter(|(_, m)| m != mode) {
+            out.push(format!("{path}: mode {m:o}, wanted {mode:o}"));
         }
     }
-    for path in got.keys().filter(|p| !want.contains_key(*p)) {
-        out.push_str(&format!("unexpected: {path}\n"));
+    (!out.is_empty()).then(|| out.join("\n"))
+}
+
+/// The last `max` bytes of `text` (on a char boundary).
+pub fn clip(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
     }
-    (!out.is_empty()).then_some(out)
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 /// Runs `fettle <args>` with checkpoints under `cache` and no user config.
