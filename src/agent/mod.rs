@@ -13,6 +13,7 @@ pub mod fsutil;
 pub mod host;
 pub mod output;
 pub mod paths;
+pub mod protected;
 pub mod redact;
 pub mod repo_map;
 pub mod sandbox;

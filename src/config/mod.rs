@@ -19,7 +19,7 @@ pub use files::{parse_toml, read_toml_file, user_config_path, workspace_config_p
 pub use schema::{
     expand_home, AgentConfig, CommandPolicy, CompletionConfig, Config, DiagnosticsConfig,
     EditConfig, FimTemplate, IndexConfig, LogConfig, ModelConfig, Multiline, Provider, SandboxMode,
-    BUILTIN_MODEL, DEFAULT_LOCAL_MODEL_PATH,
+    UnsavedBuffers, BUILTIN_MODEL, DEFAULT_LOCAL_MODEL_PATH,
 };
 
 /// Where a configuration value came from, lowest priority first.

@@ -307,6 +307,19 @@ pub struct AgentConfig {
     pub sandbox: SandboxMode,
     /// More directories sandboxed commands may write to.
     pub sandbox_writable: Vec<String>,
+    /// Whether sandboxed tests and commands may use the network.
+    pub sandbox_network: bool,
+    /// Workspace-relative paths (a trailing `/` for a directory) that file
+    /// tools refuse to write and commands see read-only, beyond the
+    /// built-in ones (`.git/`, `fettle.toml`, `.fettle/`, the test command's
+    /// script).
+    pub protected_paths: Vec<String>,
+    /// Whether file tools may read or write a regular file with more than
+    /// one hard link (its other name may be outside the workspace).
+    pub allow_hardlinks: bool,
+    /// What the agent does when a file it needs to change is open in the
+    /// editor with unsaved changes.
+    pub unsaved_buffers: UnsavedBuffers,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -324,6 +337,10 @@ impl Default for AgentConfig {
             memory_limit_mb: 8192,
             sandbox: SandboxMode::Off,
             sandbox_writable: Vec::new(),
+            sandbox_network: false,
+            protected_paths: Vec::new(),
+            allow_hardlinks: false,
+            unsaved_buffers: UnsavedBuffers::Ask,
         }
     }
 }
@@ -464,6 +481,16 @@ keyword_enum!(
         Ask => "ask",
         Auto => "auto",
         Never => "never",
+    }
+);
+
+keyword_enum!(
+    /// A file the agent must change is open with unsaved changes: ask the
+    /// user, save the buffer first, or leave the file alone.
+    UnsavedBuffers, "unsaved-buffers policy", default = Ask, {
+        Ask => "ask",
+        Save => "save",
+        Skip => "skip",
     }
 );
 
