@@ -142,8 +142,8 @@ fn files_changed_after_the_task_are_skipped_unless_forced() {
     assert_eq!(
         report.skipped,
         vec![
-            (edited.clone(), "changed since the task".to_owned()),
-            (created.clone(), "changed since the task".to_owned()),
+            (edited.clone(), "changed on disk since the task".to_owned()),
+            (created.clone(), "changed on disk since the task".to_owned()),
         ]
     );
     assert_eq!(fs::read_to_string(&edited).unwrap(), "user a\n");

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::agent::fsutil::{file_mode, sync_dir, write_atomic};
 
+mod judge;
 mod tree_state;
 pub use tree_state::TreeState;
 
@@ -117,6 +118,10 @@ struct Entry {
     existing_ancestor: Option<PathBuf>,
     /// What the task left there, to notice later changes by the user.
     result: Option<Left>,
+    /// SHA-256 of the editor buffer's text the task left, if the file was
+    /// open then: a later change in the editor is a change too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result_buffer: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -324,6 +329,7 @@ impl Checkpoint {
             buffer_blob,
             existing_ancestor,
             result: None,
+            result_buffer: None,
         });
         if let Err(err) = self.save() {
             self.manifest.files.pop();
@@ -349,6 +355,61 @@ impl Checkpoint {
     /// restore can tell whether the user changed it since.
     pub fn record_result(&mut self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         self.set_result(path, Left::Sha256(sha256_hex(bytes)))
+    }
+
+    /// Notes the editor buffer's text the task left in `path` (recorded
+    /// before), so a later restore can tell whether the user typed since.
+    pub fn record_result_buffer(&mut self, path: &Path, text: &str) -> io::Result<()> {
+        let Some(i) = self.manifest.files.iter().position(|e| e.path == path) else {
+            return Err(not_recorded(path));
+        };
+        let hash = sha256_hex(text.as_bytes());
+        if self.manifest.files[i].result_buffer.as_deref() == Some(hash.as_str()) {
+            return Ok(());
+        }
+        let previous = self.manifest.files[i].result_buffer.replace(hash);
+        if let Err(err) = self.save() {
+            self.manifest.files[i].result_buffer = previous;
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// Takes `path`'s original again from the disk (and `buffer`): for a
+    /// file recorded but not yet written whose content the user changed
+    /// meanwhile (e.g. they agreed to save their unsaved changes first).
+    /// What the task must give back is the user's text as it is now.
+    pub fn rerecord_original(&mut self, path: &Path, buffer: Option<&str>) -> io::Result<()> {
+        let Some(index) = self.manifest.files.iter().position(|e| e.path == path) else {
+            return self.record(path, buffer);
+        };
+        let (blob, mode) = match fs::read(path) {
+            Ok(bytes) => {
+                let name = index.to_string();
+                write_atomic(&self.blob_path(&name), &bytes, Some(BLOB_MODE))?;
+                (Some(name), file_mode(path)?)
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => (None, None),
+            Err(err) => return Err(err),
+        };
+        let buffer_blob = match buffer {
+            Some(text) => {
+                let name = format!("{index}.buffer");
+                write_atomic(&self.blob_path(&name), text.as_bytes(), Some(BLOB_MODE))?;
+                Some(name)
+            }
+            None => None,
+        };
+        let entry = &mut self.manifest.files[index];
+        let previous = entry.clone();
+        entry.blob = blob;
+        entry.mode = mode;
+        entry.buffer_blob = buffer_blob;
+        if let Err(err) = self.save() {
+            self.manifest.files[index] = previous;
+            return Err(err);
+        }
+        Ok(())
     }
 
     /// Notes that the task left no file at `path` (it deleted it, or rolled
@@ -390,12 +451,24 @@ impl Checkpoint {
     /// changed since the task (its content differs from what
     /// [`record_result`](Self::record_result) saw) is skipped unless `force`.
     pub fn restore(&self, force: bool) -> io::Result<RestoreReport> {
+        self.restore_with(force, &|_| None)
+    }
+
+    /// [`restore`](Self::restore), knowing the editor: `buffer` gives the
+    /// open buffer's text of a path, and a file whose buffer changed since
+    /// the task is skipped too (unless `force`). The buffers themselves are
+    /// the caller's to restore (through the editor), before this.
+    pub fn restore_with(
+        &self,
+        force: bool,
+        buffer: &dyn Fn(&Path) -> Option<String>,
+    ) -> io::Result<RestoreReport> {
         let mut report = RestoreReport::default();
         // Newest first: a directory created for a later file is emptied
         // before an earlier one is considered.
         for entry in self.manifest.files.iter().rev() {
             let path = entry.path.clone();
-            match self.restore_entry(entry, force) {
+            match self.restore_entry(entry, force, buffer(&path).as_deref()) {
                 Ok(Outcome::Restored) => report.restored.push(path),
                 Ok(Outcome::Removed) => report.removed.push(path),
                 Ok(Outcome::Skipped(why)) => report.skipped.push((path, why)),
@@ -418,28 +491,46 @@ impl Checkpoint {
         self.save()
     }
 
-    fn restore_entry(&self, entry: &Entry, force: bool) -> io::Result<Outcome> {
+    /// Why undo must leave `path` alone (`None`: it may restore it): the
+    /// file on disk, or its open editor buffer (`buffer`), changed since
+    /// the task. `force` overrides.
+    pub fn judge(&self, path: &Path, buffer: Option<&str>, force: bool) -> io::Result<Option<String>> {
+        let Some(entry) = self.entry(path) else {
+            return Ok(None);
+        };
+        let current = read_optional(path)?;
+        let original = self.original_bytes(entry)?;
+        Ok(judge::skip_reason(&judge::Facts {
+            result: entry.result.as_ref(),
+            result_buffer: entry.result_buffer.as_deref(),
+            original: original.as_deref(),
+            disk: current.as_deref(),
+            buffer,
+            force,
+        }))
+    }
+
+    fn original_bytes(&self, entry: &Entry) -> io::Result<Option<Vec<u8>>> {
+        match &entry.blob {
+            Some(name) => Ok(Some(fs::read(self.blob_path(name))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn restore_entry(&self, entry: &Entry, force: bool, buffer: Option<&str>) -> io::Result<Outcome> {
         let path = &entry.path;
         let current = read_optional(path)?;
-        let original = match &entry.blob {
-            Some(name) => Some(fs::read(self.blob_path(name))?),
-            None => None,
-        };
-        let changed = match (&entry.result, &current) {
-            (Some(Left::Sha256(hash)), Some(bytes)) => {
-                (sha256_hex(bytes) != *hash).then_some("changed since the task")
-            }
-            (Some(Left::Sha256(_)), None) => Some("deleted since the task"),
-            (Some(Left::Absent), Some(_)) => Some("created again since the task"),
-            // No result recorded (a crash between record and write, or
-            // nothing written): nothing to compare with, so restore.
-            (Some(Left::Absent), None) | (None, _) => None,
-        };
-        if let Some(why) = changed {
-            if current != original && !force {
-                // Short: callers add how to force it in their own terms.
-                return Ok(Outcome::Skipped(why.to_owned()));
-            }
+        let original = self.original_bytes(entry)?;
+        if let Some(why) = judge::skip_reason(&judge::Facts {
+            result: entry.result.as_ref(),
+            result_buffer: entry.result_buffer.as_deref(),
+            original: original.as_deref(),
+            disk: current.as_deref(),
+            buffer,
+            force,
+        }) {
+            // Short: callers add how to force it in their own terms.
+            return Ok(Outcome::Skipped(why));
         }
         match original {
             Some(bytes) => {
@@ -458,10 +549,7 @@ impl Checkpoint {
 
     fn set_result(&mut self, path: &Path, left: Left) -> io::Result<()> {
         let Some(i) = self.manifest.files.iter().position(|e| e.path == path) else {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{} was not recorded in this checkpoint", path.display()),
-            ));
+            return Err(not_recorded(path));
         };
         if self.manifest.files[i].result.as_ref() == Some(&left) {
             return Ok(());
@@ -492,6 +580,13 @@ enum Outcome {
     Restored,
     Removed,
     Skipped(String),
+}
+
+fn not_recorded(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} was not recorded in this checkpoint", path.display()),
+    )
 }
 
 fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {

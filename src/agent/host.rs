@@ -20,6 +20,25 @@ pub enum BufferEdit {
     Failed(String),
 }
 
+/// What the editor did when asked to save buffers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SaveOutcome {
+    /// Saved by the editor (the agent still checks the disk).
+    pub saved: Vec<PathBuf>,
+    /// Not saved, and why (the agent then writes the disk itself).
+    pub failed: Vec<(PathBuf, String)>,
+}
+
+impl SaveOutcome {
+    /// Every path failed for the same reason.
+    pub fn all_failed(paths: &[PathBuf], why: &str) -> Self {
+        Self {
+            saved: Vec::new(),
+            failed: paths.iter().map(|p| (p.clone(), why.to_owned())).collect(),
+        }
+    }
+}
+
 pub trait Host: Send + Sync {
     /// Reports progress (`fettle/taskEvent` in the editor, stderr in the CLI).
     fn event(&self, event: TaskEvent);
@@ -44,4 +63,18 @@ pub trait Host: Send + Sync {
 
     /// Asks the user whether the agent may run `command`.
     fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool>;
+
+    /// Asks the editor to save the open buffers of `paths` itself, so that it
+    /// knows they are saved (no "changed since reading" warning later).
+    /// Hosts without buffers, or editors that cannot, fail every path.
+    fn save_buffers<'a>(&'a self, paths: &'a [PathBuf]) -> BoxFuture<'a, SaveOutcome> {
+        Box::pin(async move { SaveOutcome::all_failed(paths, "there is no editor to save it") })
+    }
+
+    /// `agent.unsaved_buffers = "ask"`: asks the user whether the unsaved
+    /// changes in the open buffer of `path` (`relative` to the workspace) may
+    /// be saved so the agent can write the file. `false`: leave it alone.
+    fn ask_unsaved<'a>(&'a self, _path: &'a Path, _relative: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
 }

@@ -25,5 +25,6 @@ pub mod verify;
 pub use cancel::Cancel;
 pub use task::{run_task, TaskEnv};
 pub use types::{
-    Budget, EventKind, Focus, TaskEvent, TaskResult, TaskSpec, TaskStatus, Tokens, DEFAULT_GOAL,
+    Budget, EditorNote, EventKind, Focus, TaskEvent, TaskResult, TaskSpec, TaskStatus, Tokens,
+    DEFAULT_GOAL,
 };

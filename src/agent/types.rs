@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::{AgentConfig, CommandPolicy};
+use crate::config::{AgentConfig, CommandPolicy, UnsavedBuffers};
 
 /// The goal used when the user names none.
 pub const DEFAULT_GOAL: &str = "make the tests pass";
@@ -31,6 +31,9 @@ pub struct TaskSpec {
     pub limits: crate::agent::exec::Limits,
     /// The Landlock policy for tests and commands (`agent.sandbox`).
     pub sandbox: Option<crate::agent::sandbox::SandboxPolicy>,
+    /// A file to write is open in the editor with unsaved changes: ask,
+    /// save them first, or leave the file alone (`agent.unsaved_buffers`).
+    pub unsaved_buffers: UnsavedBuffers,
 }
 
 impl TaskSpec {
@@ -57,6 +60,7 @@ impl TaskSpec {
                 ..Default::default()
             },
             sandbox: None,
+            unsaved_buffers: config.unsaved_buffers,
         }
     }
 
@@ -127,6 +131,20 @@ pub struct TaskResult {
     pub tool_calls: u32,
     pub tokens: Tokens,
     pub elapsed_ms: u64,
+    /// Open editor buffers the user must look at after the task (buffer and
+    /// disk differ, the editor did not save, or a file was left alone).
+    pub editor_notes: Vec<EditorNote>,
+}
+
+/// One file the user must look at in the editor after a task.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EditorNote {
+    pub path: PathBuf,
+    /// `unsynced` (buffer and disk differ), `not_saved_by_editor` (same
+    /// text, but Fettle wrote the disk itself) or `left_alone`.
+    pub kind: &'static str,
+    /// What happened and what to do, for the user.
+    pub message: String,
 }
 
 impl TaskResult {
@@ -142,6 +160,7 @@ impl TaskResult {
             tool_calls: 0,
             tokens: Tokens::default(),
             elapsed_ms: 0,
+            editor_notes: Vec::new(),
         }
     }
 
@@ -157,6 +176,9 @@ impl TaskResult {
             "toolCalls": self.tool_calls,
             "tokens": self.tokens,
             "elapsedMs": self.elapsed_ms,
+            "editorNotes": self.editor_notes.iter().map(|n| serde_json::json!({
+                "uri": uri(&n.path), "kind": n.kind, "message": n.message,
+            })).collect::<Vec<_>>(),
         })
     }
 }

@@ -1,6 +1,9 @@
 //! Reading and writing the workspace for the task: open editor buffers win
 //! over the disk, every first write is checkpointed, steps are all-or-nothing,
 //! and a buffer the user is typing in is re-read rather than overwritten.
+//! How open buffers and the disk are kept as one text: `buffers.rs`.
+
+mod buffers;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -12,6 +15,8 @@ use crate::agent::edit::{plan_step, FileOp, OpReport};
 use crate::agent::fsutil;
 use crate::agent::host::{BufferEdit, Host};
 use crate::agent::paths::WorkspacePaths;
+use crate::agent::types::EditorNote;
+use crate::config::UnsavedBuffers;
 
 /// Checkpoints of finished tasks kept per workspace.
 const KEEP_CHECKPOINTS: usize = 20;
@@ -33,11 +38,16 @@ pub struct Files {
     pub touched: Vec<PathBuf>,
     /// Their bytes before the task (for the diff and rollback).
     originals: TreeBytes,
-    /// The editor's text of those that were open, before the task (it may
-    /// hold unsaved changes the disk does not).
-    original_buffers: BTreeMap<PathBuf, String>,
     /// Files the task actually wrote (not only checkpointed).
     written: std::collections::BTreeSet<PathBuf>,
+    /// `agent.unsaved_buffers`.
+    unsaved_policy: UnsavedBuffers,
+    /// Files with unsaved changes the user chose to keep the agent out of,
+    /// and what the model is told.
+    left_alone: BTreeMap<PathBuf, String>,
+    /// Open files whose disk Fettle wrote itself because the editor did not
+    /// save them: same text, but the editor still holds them as modified.
+    not_saved_by_editor: std::collections::BTreeSet<PathBuf>,
 }
 
 impl Files {
@@ -47,6 +57,7 @@ impl Files {
         store: CheckpointStore,
         task_id: String,
         goal: String,
+        unsaved_policy: UnsavedBuffers,
     ) -> Self {
         Self {
             paths,
@@ -57,8 +68,10 @@ impl Files {
             goal,
             touched: Vec::new(),
             originals: BTreeMap::new(),
-            original_buffers: BTreeMap::new(),
             written: Default::default(),
+            unsaved_policy,
+            left_alone: BTreeMap::new(),
+            not_saved_by_editor: Default::default(),
         }
     }
 
@@ -113,7 +126,6 @@ impl Files {
                     Err(PutError::Changed) if tries < CONFLICT_RETRIES => {
                         tries += 1;
                         self.host.settle(std::slice::from_ref(&change.path)).await;
-                        self.refresh_original_buffer(&change.path);
                         tracing::info!(path = %change.path.display(), tries, "buffer changed under the edit; planning again");
                         let subset: Vec<FileOp> = change
                             .ops
@@ -153,20 +165,34 @@ impl Files {
     /// Writes `new` to `path` (through the editor when it is open there, and
     /// on disk, where the tests read it), checkpointing the file first.
     async fn put(&mut self, path: &Path, old: Option<&str>, new: &str) -> Result<(), PutError> {
-        self.remember(path)?;
-        let buffer = self.host.buffer(path);
-        if let Some(buffer) = buffer {
-            if old.is_some_and(|old| old != buffer) {
-                return Err(PutError::Changed);
-            }
-            match self.host.edit_buffer(path, &buffer, new).await {
-                BufferEdit::Applied | BufferEdit::NotOpen => {}
-                BufferEdit::Changed => return Err(PutError::Changed),
-                BufferEdit::Failed(reason) => return Err(PutError::Editor(reason)),
-            }
+        if let Some(buffer) = self.host.buffer(path) {
+            // Unsaved text reaches the disk only with consent, and before the
+            // checkpoint takes the file's original.
+            self.consent(path, &buffer).await?;
         }
-        fsutil::write_atomic(path, new.as_bytes(), None).map_err(PutError::Io)?;
-        self.after_write(path, new.as_bytes())?;
+        self.remember(path)?;
+        self.refresh_original(path)?;
+        let bytes = match self.host.buffer(path) {
+            Some(buffer) => {
+                if old.is_some_and(|old| old != buffer) {
+                    return Err(PutError::Changed);
+                }
+                match self.host.edit_buffer(path, &buffer, new).await {
+                    BufferEdit::Applied => self.sync_disk(path, new).await?,
+                    BufferEdit::NotOpen => {
+                        fsutil::write_atomic(path, new.as_bytes(), None).map_err(PutError::Io)?;
+                        new.as_bytes().to_vec()
+                    }
+                    BufferEdit::Changed => return Err(PutError::Changed),
+                    BufferEdit::Failed(reason) => return Err(PutError::Editor(reason)),
+                }
+            }
+            None => {
+                fsutil::write_atomic(path, new.as_bytes(), None).map_err(PutError::Io)?;
+                new.as_bytes().to_vec()
+            }
+        };
+        self.after_write(path, &bytes)?;
         Ok(())
     }
 
@@ -202,23 +228,6 @@ impl Files {
         self.originals.insert(path.to_path_buf(), before);
         self.touched.push(path.to_path_buf());
         Ok(())
-    }
-
-    /// The user typed in a buffer the task had checkpointed but not yet
-    /// written: what the task must give back is the buffer as it is now.
-    fn refresh_original_buffer(&mut self, path: &Path) {
-        if self.written.contains(path) {
-            return;
-        }
-        let Some(buffer) = self.host.buffer(path) else {
-            return;
-        };
-        if let Some(checkpoint) = &mut self.checkpoint {
-            if let Err(err) = checkpoint.rerecord_buffer(path, &buffer) {
-                tracing::warn!(%err, "could not update the checkpoint");
-            }
-        }
-        self.original_buffers.insert(path.to_path_buf(), buffer);
     }
 
     fn after_write(&mut self, path: &Path, bytes: &[u8]) -> Result<(), PutError> {
@@ -260,22 +269,28 @@ impl Files {
             }
             match target {
                 Some(bytes) => {
-                    // Back to the original means the buffer as the user had
-                    // it, unsaved changes included, not the bytes on disk.
-                    let buffer_target = match self.original_buffers.get(&path) {
-                        Some(text) if self.originals.get(&path) == Some(&Some(bytes.clone())) => {
-                            Ok(text.clone())
-                        }
-                        _ => String::from_utf8(bytes.clone()),
-                    };
-                    if let (Some(buffer), Ok(text)) = (self.host.buffer(&path), buffer_target) {
-                        let outcome = self.host.edit_buffer(&path, &buffer, &text).await;
-                        if outcome != BufferEdit::Applied && outcome != BufferEdit::NotOpen {
+                    // The original of an open file is the user's text (their
+                    // unsaved changes were saved, with consent, before the
+                    // task wrote it): buffer and disk go back together.
+                    let mut written = None;
+                    if let (Some(buffer), Ok(text)) =
+                        (self.host.buffer(&path), std::str::from_utf8(&bytes))
+                    {
+                        let outcome = self.host.edit_buffer(&path, &buffer, text).await;
+                        if outcome == BufferEdit::Applied {
+                            written = Some(self.sync_disk(&path, text).await.map_err(PutError::into_io)?);
+                        } else if outcome != BufferEdit::NotOpen {
                             tracing::warn!(path = %path.display(), ?outcome, "editor did not take the rollback; the file on disk is restored");
                         }
                     }
-                    fsutil::write_atomic(&path, &bytes, None)?;
-                    self.after_write(&path, &bytes).map_err(PutError::into_io)?;
+                    let written = match written {
+                        Some(written) => written,
+                        None => {
+                            fsutil::write_atomic(&path, &bytes, None)?;
+                            bytes
+                        }
+                    };
+                    self.after_write(&path, &written).map_err(PutError::into_io)?;
                 }
                 None => {
                     match std::fs::remove_file(&path) {
@@ -317,12 +332,16 @@ impl Files {
         out
     }
 
-    pub fn finish(&mut self, status: &str) {
+    /// Ends the task's checkpoint, recording what the editor holds of every
+    /// touched file; returns what the user must be told about open buffers.
+    pub fn finish(&mut self, status: &str) -> Vec<EditorNote> {
+        let notes = self.editor_notes();
         if let Some(checkpoint) = &mut self.checkpoint {
             if let Err(err) = checkpoint.finish(status) {
                 tracing::warn!(%err, "could not mark the checkpoint finished");
             }
         }
+        notes
     }
 }
 
@@ -338,6 +357,9 @@ fn fail(reports: &mut [OpReport], ops: &[usize], why: &str) {
 enum PutError {
     #[error("the buffer changed in the editor")]
     Changed,
+    /// Unsaved changes the user keeps the agent out of; the text is for the model.
+    #[error("{0}")]
+    LeftAlone(String),
     #[error("the editor refused the edit: {0}")]
     Editor(String),
     #[error("could not write the file: {0}")]

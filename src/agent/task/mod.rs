@@ -66,6 +66,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: Cancel) -> TaskResul
         env.store,
         spec.id.clone(),
         spec.goal.clone(),
+        spec.unsaved_buffers,
     );
     let redactor = Redactor::from_workspace(&spec.root);
     let mut task = Task {
@@ -507,7 +508,7 @@ impl Task {
                 .and_then(|v| v.outcome.as_ref())
                 .is_some_and(|o| o.timed_out),
         });
-        self.files.finish(status.as_str());
+        let editor_notes = self.files.finish(status.as_str());
         let result = TaskResult {
             task_id: self.spec.id.clone(),
             status,
@@ -518,6 +519,7 @@ impl Task {
             tool_calls: self.tool_calls,
             tokens: self.tokens,
             elapsed_ms: self.started.elapsed().as_millis() as u64,
+            editor_notes,
         };
         self.event(
             EventKind::Status,
