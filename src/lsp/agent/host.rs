@@ -1,8 +1,9 @@
 //! The agent's [`Host`] in the editor: events become `fettle/taskEvent` and
 //! `$/progress`, open buffers are read from the document store and edited
-//! with versioned `workspace/applyEdit`, approvals use `showMessageRequest`.
+//! with versioned `workspace/applyEdit`, approvals use `showMessageRequest`,
+//! and the editor saves buffers with `fettle/saveDocuments` when it can.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use tower_lsp::lsp_types::{
 
 use super::super::progress::Progress;
 use super::super::state::State;
-use crate::agent::host::{BufferEdit, Host};
+use crate::agent::host::{BufferEdit, Host, SaveOutcome};
 use crate::agent::types::{EventKind, TaskEvent};
 
 /// `fettle/taskEvent`.
@@ -26,8 +27,33 @@ impl Notification for TaskEventNotification {
     const METHOD: &'static str = "fettle/taskEvent";
 }
 
+/// `fettle/saveDocuments` (server → client): the editor saves these open
+/// buffers itself. Sent only to clients that advertise
+/// `capabilities.experimental.fettle.saveDocuments = true`.
+pub enum SaveDocuments {}
+impl tower_lsp::lsp_types::request::Request for SaveDocuments {
+    type Params = SaveDocumentsParams;
+    /// Lenient: a client's odd answer is a failed save, not an error.
+    type Result = serde_json::Value;
+    const METHOD: &'static str = "fettle/saveDocuments";
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct SaveDocumentsParams {
+    pub uris: Vec<Url>,
+}
+
+/// How long the editor gets to save; a client that does not answer must not
+/// hang the task (Fettle then writes the file itself).
+const SAVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the user gets to answer the unsaved-changes question; no answer
+/// leaves the file alone.
+const ASK_TIMEOUT: Duration = Duration::from_secs(300);
+
 const RUN: &str = "Run";
 const DENY: &str = "Don't run";
+pub const SAVE_AND_CONTINUE: &str = "Save and continue";
+pub const LEAVE_ALONE: &str = "Leave this file alone";
 
 pub struct LspHost {
     state: Arc<State>,
@@ -101,6 +127,42 @@ impl Host for LspHost {
         })
     }
 
+    fn save_buffers<'a>(&'a self, paths: &'a [PathBuf]) -> BoxFuture<'a, SaveOutcome> {
+        Box::pin(async move { save_documents(&self.state, paths).await })
+    }
+
+    fn ask_unsaved<'a>(&'a self, _path: &'a Path, relative: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let message = format!(
+                "{relative} has unsaved changes. The agent needs to write this file to run the tests; save your changes first?"
+            );
+            let actions = [SAVE_AND_CONTINUE, LEAVE_ALONE]
+                .iter()
+                .map(|title| MessageActionItem {
+                    title: (*title).to_owned(),
+                    properties: Default::default(),
+                })
+                .collect();
+            let asked = self.state.client.show_message_request(
+                MessageType::WARNING,
+                message,
+                Some(actions),
+            );
+            match tokio::time::timeout(ASK_TIMEOUT, asked).await {
+                Ok(Ok(Some(item))) => item.title == SAVE_AND_CONTINUE,
+                Ok(Ok(None)) => false,
+                Ok(Err(err)) => {
+                    tracing::warn!(%err, "unsaved-changes question failed; leaving the file alone");
+                    false
+                }
+                Err(_) => {
+                    tracing::warn!("no answer to the unsaved-changes question; leaving the file alone");
+                    false
+                }
+            }
+        })
+    }
+
     fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool> {
         Box::pin(async move {
             let answer = self
@@ -131,6 +193,91 @@ impl Host for LspHost {
             }
         })
     }
+}
+
+/// Whether the client said it can save buffers for Fettle.
+pub fn can_save_documents(state: &State) -> bool {
+    state
+        .capabilities()
+        .and_then(|c| c.experimental.as_ref())
+        .and_then(|e| e.pointer("/fettle/saveDocuments"))
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Asks the editor to save the open buffers of `paths` (bounded by
+/// [`SAVE_TIMEOUT`]); whatever it does not confirm counts as not saved.
+pub async fn save_documents(state: &State, paths: &[PathBuf]) -> SaveOutcome {
+    if !can_save_documents(state) {
+        return SaveOutcome::all_failed(paths, "the editor cannot save buffers for Fettle");
+    }
+    let uris: Vec<(PathBuf, Url)> = paths
+        .iter()
+        .filter_map(|p| Url::from_file_path(p).ok().map(|u| (p.clone(), u)))
+        .collect();
+    let params = SaveDocumentsParams {
+        uris: uris.iter().map(|(_, u)| u.clone()).collect(),
+    };
+    let answer = tokio::time::timeout(
+        SAVE_TIMEOUT,
+        state.client.send_request::<SaveDocuments>(params),
+    )
+    .await;
+    let value = match answer {
+        Ok(Ok(value)) => value,
+        Ok(Err(err)) => {
+            return SaveOutcome::all_failed(paths, &format!("fettle/saveDocuments failed: {err}"))
+        }
+        Err(_) => {
+            tracing::warn!("the editor did not answer fettle/saveDocuments in time");
+            return SaveOutcome::all_failed(paths, "the editor did not answer in time");
+        }
+    };
+    let listed = |key: &str| -> Vec<Url> {
+        value
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| {
+                        item.as_str()
+                            .or_else(|| item.get("uri").and_then(serde_json::Value::as_str))
+                            .and_then(|u| Url::parse(u).ok())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let saved_uris = listed("saved");
+    let mut outcome = SaveOutcome::default();
+    for (path, uri) in uris {
+        if saved_uris.iter().any(|u| same_file(u, &uri)) {
+            outcome.saved.push(path);
+        } else {
+            let why = value
+                .get("failed")
+                .and_then(serde_json::Value::as_array)
+                .and_then(|items| {
+                    items.iter().find(|item| {
+                        item.get("uri")
+                            .and_then(serde_json::Value::as_str)
+                            .and_then(|u| Url::parse(u).ok())
+                            .is_some_and(|u| same_file(&u, &uri))
+                    })
+                })
+                .and_then(|item| item.get("message").and_then(serde_json::Value::as_str))
+                .unwrap_or("the editor did not save it")
+                .to_owned();
+            outcome.failed.push((path, why));
+        }
+    }
+    outcome
+}
+
+/// Editors spell file URIs differently (percent-encoding): compare paths.
+fn same_file(a: &Url, b: &Url) -> bool {
+    a == b || matches!((a.to_file_path(), b.to_file_path()), (Ok(x), Ok(y)) if x == y)
 }
 
 /// Replaces `old` with `new` in the open buffer through the editor, as one

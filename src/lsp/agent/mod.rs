@@ -4,6 +4,9 @@
 //! lets it stop cleanly rather than dropping it mid-write.
 
 mod host;
+mod undo;
+
+pub use undo::undo;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tower_lsp::jsonrpc::{Error, Result};
 use tower_lsp::lsp_types::{MessageType, ProgressToken, Range, Url};
 
@@ -112,99 +115,6 @@ pub fn cancel(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
         }
     }
     Ok(None)
-}
-
-pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
-    let args: TaskIdArgs = arg(args, UNDO, false)?;
-    let Some(root) = state.roots.read().first().cloned() else {
-        return Err(Error::invalid_params(format!(
-            "{UNDO}: no workspace folder is open"
-        )));
-    };
-    if let Some((id, _)) = state.agent.running.lock().as_ref() {
-        if args.task_id.as_ref().is_none_or(|wanted| wanted == id) {
-            return Err(Error::invalid_params(format!(
-                "{UNDO}: task {id} is still running; cancel it first ({CANCEL})"
-            )));
-        }
-    }
-    let store = CheckpointStore::for_workspace(&root).map_err(internal)?;
-    let checkpoint = match &args.task_id {
-        Some(id) => store.open(id).map_err(|err| {
-            Error::invalid_params(format!("{UNDO}: no checkpoint for task {id}: {err}"))
-        })?,
-        None => store.latest().map_err(internal)?.ok_or_else(|| {
-            Error::invalid_params(format!("{UNDO}: no task to undo in {}", root.display()))
-        })?,
-    };
-    // Open buffers first, through the editor (its undo works too), then the disk bytes.
-    let mut restored_buffers = Vec::new();
-    for path in checkpoint.touched() {
-        let Ok(Some(original)) = checkpoint.original(&path) else {
-            continue;
-        };
-        let Some(current) = buffer_text(state, &path) else {
-            continue;
-        };
-        let target = original.buffer.clone().or_else(|| {
-            original
-                .bytes
-                .as_ref()
-                .and_then(|b| String::from_utf8(b.clone()).ok())
-        });
-        if let Some(target) = target {
-            if target != current {
-                let outcome = host::edit_open_buffer(state, &path, &current, &target).await;
-                tracing::info!(path = %path.display(), ?outcome, "undo: buffer");
-                restored_buffers.push(path.clone());
-            }
-        }
-    }
-    let report = checkpoint.restore(false).map_err(internal)?;
-    let uri = |p: &PathBuf| {
-        Url::from_file_path(p)
-            .map(|u| u.to_string())
-            .unwrap_or_default()
-    };
-    let mut restored: Vec<String> = report
-        .restored
-        .iter()
-        .chain(report.removed.iter())
-        .map(uri)
-        .collect();
-    for path in &restored_buffers {
-        let u = uri(path);
-        if !restored.contains(&u) {
-            restored.push(u);
-        }
-    }
-    if !report.skipped.is_empty() {
-        let names: Vec<String> = report
-            .skipped
-            .iter()
-            .map(|(p, why)| format!("{} ({why})", p.display()))
-            .collect();
-        state
-            .client
-            .show_message(
-                MessageType::WARNING,
-                format!(
-                    "fettle: undo left files changed since the task alone: {}",
-                    names.join(", ")
-                ),
-            )
-            .await;
-    }
-    Ok(Some(json!({
-        "taskId": checkpoint.task_id(),
-        "restored": restored,
-        "skipped": report.skipped.iter().map(|(p, why)| json!({ "uri": uri(p), "reason": why })).collect::<Vec<_>>(),
-    })))
-}
-
-fn buffer_text(state: &State, path: &Path) -> Option<String> {
-    let uri = Url::from_file_path(path).ok()?;
-    state.documents.get(&uri).map(|d| d.rope.to_string())
 }
 
 fn internal(err: impl std::fmt::Display) -> Error {
@@ -335,6 +245,22 @@ async fn run(
         state
             .client
             .show_message(MessageType::ERROR, format!("fettle: {}", result.summary))
+            .await;
+    }
+    if !result.editor_notes.is_empty() {
+        // Buffer and disk must agree after a task, or the user is told
+        // precisely which files to look at.
+        let lines: Vec<&str> = result
+            .editor_notes
+            .iter()
+            .map(|n| n.message.as_str())
+            .collect();
+        state
+            .client
+            .show_message(
+                MessageType::WARNING,
+                format!("fettle: after the task:\n{}", lines.join("\n")),
+            )
             .await;
     }
     Ok(Some(to_json(&result)))
