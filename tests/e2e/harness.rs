@@ -48,6 +48,9 @@ pub struct Lsp {
     pub type_before_next_apply: Option<(String, u32, String)>,
     /// Answers to `window/showMessageRequest`, in order (`None`: dismissed).
     pub approvals: VecDeque<Option<String>>,
+    /// Answer `fettle/saveDocuments` like an editor that saves: write each
+    /// listed buffer to its file (otherwise: report every one as not saved).
+    pub save_documents: bool,
     stderr: Arc<Mutex<String>>,
     closed: bool,
 }
@@ -102,6 +105,7 @@ impl Lsp {
             apply_edits: false,
             type_before_next_apply: None,
             approvals: VecDeque::new(),
+            save_documents: false,
             stderr,
             closed: false,
         }
@@ -434,6 +438,26 @@ impl Lsp {
         json!({ "applied": true })
     }
 
+    /// `fettle/saveDocuments`: writes the listed buffers to disk.
+    fn save_buffers(&mut self, params: &Value) -> Value {
+        let mut saved = Vec::new();
+        let mut failed = Vec::new();
+        for uri in params["uris"].as_array().cloned().unwrap_or_default() {
+            let uri = uri.as_str().unwrap_or("").to_owned();
+            let path = tower_lsp::lsp_types::Url::parse(&uri)
+                .ok()
+                .and_then(|u| u.to_file_path().ok());
+            match (self.save_documents, self.buffers.get(&uri), path) {
+                (true, Some((_, text)), Some(path)) => {
+                    std::fs::write(path, text).unwrap();
+                    saved.push(json!(uri));
+                }
+                _ => failed.push(json!({ "uri": uri, "message": "this editor cannot save" })),
+            }
+        }
+        json!({ "saved": saved, "failed": failed })
+    }
+
     fn answer_server_request(&mut self, method: &str, params: &Value) -> Value {
         match method {
             "workspace/applyEdit" if self.apply_edits => self.apply_workspace_edit(params),
@@ -441,6 +465,7 @@ impl Lsp {
                 Some(title) => json!({ "title": title }),
                 None => Value::Null,
             },
+            "fettle/saveDocuments" => self.save_buffers(params),
             "workspace/configuration" => {
                 let items = params["items"].as_array().map(Vec::len).unwrap_or(0);
                 Value::Array(vec![self.configuration.clone(); items])
