@@ -494,7 +494,12 @@ impl Checkpoint {
     /// Why undo must leave `path` alone (`None`: it may restore it): the
     /// file on disk, or its open editor buffer (`buffer`), changed since
     /// the task. `force` overrides.
-    pub fn judge(&self, path: &Path, buffer: Option<&str>, force: bool) -> io::Result<Option<String>> {
+    pub fn judge(
+        &self,
+        path: &Path,
+        buffer: Option<&str>,
+        force: bool,
+    ) -> io::Result<Option<String>> {
         let Some(entry) = self.entry(path) else {
             return Ok(None);
         };
@@ -517,7 +522,12 @@ impl Checkpoint {
         }
     }
 
-    fn restore_entry(&self, entry: &Entry, force: bool, buffer: Option<&str>) -> io::Result<Outcome> {
+    fn restore_entry(
+        &self,
+        entry: &Entry,
+        force: bool,
+        buffer: Option<&str>,
+    ) -> io::Result<Outcome> {
         let path = &entry.path;
         let current = read_optional(path)?;
         let original = self.original_bytes(entry)?;

@@ -166,7 +166,8 @@ fn edits_to_an_open_buffer_go_through_apply_edit_and_keep_the_users_typing() {
     // The user types a comment just as the agent's edit arrives: unsaved
     // text in a file the task has not written yet, so the user is asked.
     lsp.type_before_next_apply = Some((uri.clone(), 0, "# typed by the user\n".to_owned()));
-    lsp.approvals.push_back(Some("Save and continue".to_owned()));
+    lsp.approvals
+        .push_back(Some("Save and continue".to_owned()));
     let id = chat(&mut lsp, "make check.py pass", json!({ "uri": uri }));
     let response = response_within(&mut lsp, &id, 60);
     assert_eq!(
@@ -253,15 +254,24 @@ fn unsaved_buffer_is_saved_with_consent_by_the_editor_and_undo_keeps_it() {
     let mut lsp = start_saving(&ws, cache.path(), mock.options(json!({})));
     let uri = ws.uri("calc.py");
     lsp.open(&uri, "python", &format!("{NOTE}{CALC}"));
-    lsp.approvals.push_back(Some("Save and continue".to_owned()));
+    lsp.approvals
+        .push_back(Some("Save and continue".to_owned()));
     let id = chat(&mut lsp, "make check.py pass", json!({ "uri": uri }));
     let response = response_within(&mut lsp, &id, 60);
     let result = &response["result"];
-    assert_eq!(result["status"], "success", "{response:#}\n{}", lsp.stderr());
+    assert_eq!(
+        result["status"],
+        "success",
+        "{response:#}\n{}",
+        lsp.stderr()
+    );
     let asks = requests(&lsp, "window/showMessageRequest");
     assert_eq!(asks.len(), 1, "{asks:#?}");
     let question = asks[0]["params"]["message"].as_str().unwrap();
-    assert!(question.contains("calc.py has unsaved changes"), "{question}");
+    assert!(
+        question.contains("calc.py has unsaved changes"),
+        "{question}"
+    );
     let titles: Vec<&str> = asks[0]["params"]["actions"]
         .as_array()
         .unwrap()
@@ -283,16 +293,25 @@ fn unsaved_buffer_is_saved_with_consent_by_the_editor_and_undo_keeps_it() {
 
     let before = requests(&lsp, "fettle/saveDocuments").len();
     let undo = lsp
-        .request("workspace/executeCommand", json!({ "command": "fettle.undo", "arguments": [] }))
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.undo", "arguments": [] }),
+        )
         .unwrap();
     assert_eq!(undo["restored"], json!([uri]), "{undo:#}");
     let back = format!("{NOTE}{CALC}");
     assert_eq!(lsp.buffers[&uri].1, back);
     assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), back);
-    assert!(requests(&lsp, "fettle/saveDocuments").len() > before, "undo did not ask the editor to save");
+    assert!(
+        requests(&lsp, "fettle/saveDocuments").len() > before,
+        "undo did not ask the editor to save"
+    );
     // (Notifications and responses may cross on the wire: wait for it.)
     lsp.notification("window/showMessage", |m| {
-        m["message"].as_str().unwrap_or("").contains("restored calc.py")
+        m["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("restored calc.py")
     });
 }
 
@@ -320,7 +339,11 @@ fn unsaved_buffer_left_alone_is_not_written_and_the_model_is_told() {
         let response = response_within(&mut lsp, &id, 60);
         let result = &response["result"];
         assert_ne!(result["status"], "success", "{policy}: {response:#}");
-        assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), CALC, "{policy}");
+        assert_eq!(
+            std::fs::read_to_string(ws.path("calc.py")).unwrap(),
+            CALC,
+            "{policy}"
+        );
         assert_eq!(lsp.buffers[&uri].1, buffer, "{policy}");
         assert_eq!(requests(&lsp, "fettle/saveDocuments").len(), 0, "{policy}");
         assert_eq!(
@@ -336,7 +359,9 @@ fn unsaved_buffer_left_alone_is_not_written_and_the_model_is_told() {
         );
         let notes = result["editorNotes"].as_array().unwrap();
         assert!(
-            notes.iter().any(|n| n["kind"] == "left_alone" && n["uri"] == json!(uri)),
+            notes
+                .iter()
+                .any(|n| n["kind"] == "left_alone" && n["uri"] == json!(uri)),
             "{policy}: {result:#}"
         );
         assert_eq!(result["changedFiles"], json!([]), "{policy}");
@@ -362,7 +387,10 @@ fn undo_refuses_a_buffer_changed_after_the_task_unless_forced() {
     lsp.type_text(&uri, 0, "# later\n");
     lsp.pump_for(Duration::from_millis(200));
     let undo = lsp
-        .request("workspace/executeCommand", json!({ "command": "fettle.undo", "arguments": [] }))
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.undo", "arguments": [] }),
+        )
         .unwrap();
     assert_eq!(undo["restored"], json!([]), "{undo:#}");
     assert_eq!(
@@ -400,7 +428,10 @@ fn undo_refuses_a_file_changed_on_disk_after_the_task_unless_forced() {
     let later = format!("{FIXED}# later\n");
     std::fs::write(ws.path("calc.py"), &later).unwrap();
     let undo = lsp
-        .request("workspace/executeCommand", json!({ "command": "fettle.undo", "arguments": [] }))
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.undo", "arguments": [] }),
+        )
         .unwrap();
     assert_eq!(
         undo["skipped"],
@@ -441,7 +472,10 @@ fn an_editor_that_cannot_save_is_told_which_buffers_to_reload() {
     assert_eq!(notes[0]["uri"], json!(uri));
     assert_eq!(notes[0]["kind"], "not_saved_by_editor");
     lsp.notification("window/showMessage", |m| {
-        m["message"].as_str().unwrap_or("").contains("calc.py: the editor did not save")
+        m["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("calc.py: the editor did not save")
     });
 }
 

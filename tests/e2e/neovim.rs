@@ -177,7 +177,10 @@ fn unsaved_scenario(variant: &str) -> Option<(Value, Workspace, String)> {
     let asked = value["asked"].as_array().unwrap();
     assert_eq!(asked.len(), 1, "{value:#}");
     assert!(
-        asked[0].as_str().unwrap().contains("models.py has unsaved changes"),
+        asked[0]
+            .as_str()
+            .unwrap()
+            .contains("models.py has unsaved changes"),
         "{value:#}"
     );
     // read_file showed the model the buffer, unsaved method included.
@@ -216,7 +219,11 @@ fn check_saved_by_neovim(value: &Value, log: &str) {
     let fixed = MODELS.replace("self.amount - 1", "self.amount");
     let want = format!("{fixed}{METHOD}");
     assert_eq!(value["modified_after_task"], false, "{value:#}\n{log}");
-    assert_eq!(value["result"]["editorNotes"], serde_json::json!([]), "{value:#}\n{log}");
+    assert_eq!(
+        value["result"]["editorNotes"],
+        serde_json::json!([]),
+        "{value:#}\n{log}"
+    );
     assert!(
         !value["saves"].as_array().unwrap().is_empty(),
         "Neovim was never asked to save: {value:#}"
@@ -225,7 +232,11 @@ fn check_saved_by_neovim(value: &Value, log: &str) {
 }
 
 fn check_user_write(write: &Value, want: &str) {
-    assert_eq!(write["changed_since_reading"], Value::Null, "`:w` would warn: {write:#}");
+    assert_eq!(
+        write["changed_since_reading"],
+        Value::Null,
+        "`:w` would warn: {write:#}"
+    );
     assert_eq!(write["ok"], true, "{write:#}");
     assert_eq!(write["writes"], 1, "the write did not happen: {write:#}");
     assert_eq!(write["errmsg"], "", "{write:#}");
@@ -272,7 +283,9 @@ fn neovim_unsaved_method_survives_the_task_a_save_and_undo() {
         .filter_map(Value::as_str)
         .collect();
     assert!(
-        shown.iter().any(|m| m.contains("undo") && m.contains("restored models.py")),
+        shown
+            .iter()
+            .any(|m| m.contains("undo") && m.contains("restored models.py")),
         "{shown:?}"
     );
 }
@@ -287,7 +300,11 @@ fn neovim_undo_refuses_a_file_edited_after_the_task() {
     check_saved_by_neovim(&value, &log);
     let fixed = MODELS.replace("self.amount - 1", "self.amount");
     let after_task = format!("{fixed}{METHOD}");
-    assert_eq!(value["undo"]["restored"], serde_json::json!([]), "{value:#}\n{log}");
+    assert_eq!(
+        value["undo"]["restored"],
+        serde_json::json!([]),
+        "{value:#}\n{log}"
+    );
     assert_eq!(
         value["undo"]["skipped"],
         serde_json::json!([{ "uri": ws.uri("models.py"), "reason": "changed in the editor since the task" }]),
@@ -303,10 +320,10 @@ fn neovim_undo_refuses_a_file_edited_after_the_task() {
         .filter_map(Value::as_str)
         .collect();
     assert!(
-        shown
-            .iter()
-            .any(|m| m.contains("models.py (changed in the editor since the task)")
-                && m.contains("force")),
+        shown.iter().any(
+            |m| m.contains("models.py (changed in the editor since the task)")
+                && m.contains("force")
+        ),
         "{shown:?}"
     );
 }
@@ -333,7 +350,9 @@ fn neovim_without_save_support_is_told_which_buffer_to_reload() {
         .filter_map(Value::as_str)
         .collect();
     assert!(
-        shown.iter().any(|m| m.contains("models.py: the editor did not save")),
+        shown
+            .iter()
+            .any(|m| m.contains("models.py: the editor did not save")),
         "{shown:?}"
     );
     assert!(

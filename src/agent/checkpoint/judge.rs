@@ -97,7 +97,12 @@ mod tests {
         let buffer_hash = sha256_hex(RESULT);
         assert_eq!(skip_reason(&facts(&left, None, Some(RESULT), None)), None);
         assert_eq!(
-            skip_reason(&facts(&left, Some(&buffer_hash), Some(RESULT), Some(text(RESULT)))),
+            skip_reason(&facts(
+                &left,
+                Some(&buffer_hash),
+                Some(RESULT),
+                Some(text(RESULT))
+            )),
             None
         );
         // Not open at the end of the task, opened since, untouched.
@@ -137,8 +142,13 @@ mod tests {
         );
         // Typed and saved: both changed.
         assert_eq!(
-            skip_reason(&facts(&left, Some(&buffer_hash), Some(typed.as_bytes()), Some(typed)))
-                .as_deref(),
+            skip_reason(&facts(
+                &left,
+                Some(&buffer_hash),
+                Some(typed.as_bytes()),
+                Some(typed)
+            ))
+            .as_deref(),
             Some("changed on disk and in the editor since the task")
         );
     }
@@ -148,7 +158,12 @@ mod tests {
         let left = Left::Sha256(sha256_hex(RESULT));
         let buffer_hash = sha256_hex(RESULT);
         assert_eq!(
-            skip_reason(&facts(&left, Some(&buffer_hash), Some(ORIGINAL), Some(text(ORIGINAL)))),
+            skip_reason(&facts(
+                &left,
+                Some(&buffer_hash),
+                Some(ORIGINAL),
+                Some(text(ORIGINAL))
+            )),
             None
         );
     }

@@ -278,7 +278,11 @@ impl Files {
                     {
                         let outcome = self.host.edit_buffer(&path, &buffer, text).await;
                         if outcome == BufferEdit::Applied {
-                            written = Some(self.sync_disk(&path, text).await.map_err(PutError::into_io)?);
+                            written = Some(
+                                self.sync_disk(&path, text)
+                                    .await
+                                    .map_err(PutError::into_io)?,
+                            );
                         } else if outcome != BufferEdit::NotOpen {
                             tracing::warn!(path = %path.display(), ?outcome, "editor did not take the rollback; the file on disk is restored");
                         }
@@ -290,7 +294,8 @@ impl Files {
                             bytes
                         }
                     };
-                    self.after_write(&path, &written).map_err(PutError::into_io)?;
+                    self.after_write(&path, &written)
+                        .map_err(PutError::into_io)?;
                 }
                 None => {
                     match std::fs::remove_file(&path) {

@@ -156,7 +156,9 @@ impl Host for LspHost {
                     false
                 }
                 Err(_) => {
-                    tracing::warn!("no answer to the unsaved-changes question; leaving the file alone");
+                    tracing::warn!(
+                        "no answer to the unsaved-changes question; leaving the file alone"
+                    );
                     false
                 }
             }

@@ -81,7 +81,12 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
         .restored
         .iter()
         .map(|p| rel(p))
-        .chain(report.removed.iter().map(|p| format!("{} (removed)", rel(p))))
+        .chain(
+            report
+                .removed
+                .iter()
+                .map(|p| format!("{} (removed)", rel(p))),
+        )
         .collect();
     for path in &restored_buffers {
         if !report.restored.contains(path) && !report.removed.contains(path) {

@@ -59,10 +59,7 @@ impl Files {
             return Err(PutError::LeftAlone(why));
         }
         // The freshest text: the user may have typed while being asked.
-        let text = self
-            .host
-            .buffer(path)
-            .unwrap_or_else(|| buffer.to_owned());
+        let text = self.host.buffer(path).unwrap_or_else(|| buffer.to_owned());
         self.sync_disk(path, &text).await?;
         self.host.event(TaskEvent {
             task_id: self.task_id.clone(),
