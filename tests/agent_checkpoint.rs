@@ -159,6 +159,82 @@ fn files_changed_after_the_task_are_skipped_unless_forced() {
     assert!(!created.exists());
 }
 
+/// The buffer the task left is recorded: typing in the editor after the
+/// task (unsaved, the disk untouched) makes undo skip the file, named,
+/// unless forced; a buffer still as the task left it is restored. The
+/// judgement survives re-opening the checkpoint (a restarted server).
+#[test]
+fn a_buffer_changed_after_the_task_is_skipped_unless_forced() {
+    let f = fixture();
+    let typed_in = f.root.join("src/models.py");
+    let untouched = f.root.join("src/other.py");
+    fs::write(&typed_in, "original\n").unwrap();
+    fs::write(&untouched, "original other\n").unwrap();
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    agent_write(&mut cp, &typed_in, b"task\n");
+    agent_write(&mut cp, &untouched, b"task other\n");
+    cp.record_result_buffer(&typed_in, "task\n").unwrap();
+    cp.record_result_buffer(&untouched, "task other\n").unwrap();
+    cp.finish("fixed").unwrap();
+    let cp = f.store.open("t1").unwrap();
+
+    let typed = |p: &Path| -> Option<String> {
+        if p.ends_with("models.py") {
+            Some("task\n# typed after the task\n".to_owned())
+        } else {
+            Some("task other\n".to_owned())
+        }
+    };
+    assert_eq!(
+        cp.judge(&typed_in, typed(&typed_in).as_deref(), false)
+            .unwrap()
+            .as_deref(),
+        Some("changed in the editor since the task")
+    );
+    assert_eq!(
+        cp.judge(&untouched, typed(&untouched).as_deref(), false)
+            .unwrap(),
+        None
+    );
+    let report = cp.restore_with(false, &typed).unwrap();
+    assert_eq!(report.restored, vec![untouched.clone()]);
+    assert_eq!(
+        report.skipped,
+        vec![(
+            typed_in.clone(),
+            "changed in the editor since the task".to_owned()
+        )]
+    );
+    assert_eq!(fs::read_to_string(&typed_in).unwrap(), "task\n");
+    // Without the buffers (the terminal), only the disk counts.
+    assert_eq!(cp.judge(&typed_in, None, false).unwrap(), None);
+    let report = cp.restore_with(true, &typed).unwrap();
+    assert!(report.skipped.is_empty());
+    assert_eq!(fs::read_to_string(&typed_in).unwrap(), "original\n");
+}
+
+/// The user's text saved (with consent) after the checkpoint recorded the
+/// file but before the task wrote it becomes the original: undo gives it back.
+#[test]
+fn rerecorded_original_is_what_undo_restores() {
+    let f = fixture();
+    let path = f.root.join("models.py");
+    fs::write(&path, "old\n").unwrap();
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    cp.record(&path, Some("old\n")).unwrap();
+    fs::write(&path, "old\nuser method\n").unwrap();
+    cp.rerecord_original(&path, Some("old\nuser method\n"))
+        .unwrap();
+    write_atomic(&path, b"task\nuser method\n", None).unwrap();
+    cp.record_result(&path, b"task\nuser method\n").unwrap();
+    let original = cp.original(&path).unwrap().unwrap();
+    assert_eq!(original.bytes.as_deref(), Some(&b"old\nuser method\n"[..]));
+    assert_eq!(original.buffer.as_deref(), Some("old\nuser method\n"));
+    let report = cp.restore(false).unwrap();
+    assert_eq!(report.restored, vec![path.clone()]);
+    assert_eq!(fs::read_to_string(&path).unwrap(), "old\nuser method\n");
+}
+
 #[test]
 fn deleted_after_the_task_is_skipped_unless_forced() {
     let f = fixture();
