@@ -357,61 +357,6 @@ impl Checkpoint {
         self.set_result(path, Left::Sha256(sha256_hex(bytes)))
     }
 
-    /// Notes the editor buffer's text the task left in `path` (recorded
-    /// before), so a later restore can tell whether the user typed since.
-    pub fn record_result_buffer(&mut self, path: &Path, text: &str) -> io::Result<()> {
-        let Some(i) = self.manifest.files.iter().position(|e| e.path == path) else {
-            return Err(not_recorded(path));
-        };
-        let hash = sha256_hex(text.as_bytes());
-        if self.manifest.files[i].result_buffer.as_deref() == Some(hash.as_str()) {
-            return Ok(());
-        }
-        let previous = self.manifest.files[i].result_buffer.replace(hash);
-        if let Err(err) = self.save() {
-            self.manifest.files[i].result_buffer = previous;
-            return Err(err);
-        }
-        Ok(())
-    }
-
-    /// Takes `path`'s original again from the disk (and `buffer`): for a
-    /// file recorded but not yet written whose content the user changed
-    /// meanwhile (e.g. they agreed to save their unsaved changes first).
-    /// What the task must give back is the user's text as it is now.
-    pub fn rerecord_original(&mut self, path: &Path, buffer: Option<&str>) -> io::Result<()> {
-        let Some(index) = self.manifest.files.iter().position(|e| e.path == path) else {
-            return self.record(path, buffer);
-        };
-        let (blob, mode) = match fs::read(path) {
-            Ok(bytes) => {
-                let name = index.to_string();
-                write_atomic(&self.blob_path(&name), &bytes, Some(BLOB_MODE))?;
-                (Some(name), file_mode(path)?)
-            }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => (None, None),
-            Err(err) => return Err(err),
-        };
-        let buffer_blob = match buffer {
-            Some(text) => {
-                let name = format!("{index}.buffer");
-                write_atomic(&self.blob_path(&name), text.as_bytes(), Some(BLOB_MODE))?;
-                Some(name)
-            }
-            None => None,
-        };
-        let entry = &mut self.manifest.files[index];
-        let previous = entry.clone();
-        entry.blob = blob;
-        entry.mode = mode;
-        entry.buffer_blob = buffer_blob;
-        if let Err(err) = self.save() {
-            self.manifest.files[index] = previous;
-            return Err(err);
-        }
-        Ok(())
-    }
-
     /// Notes that the task left no file at `path` (it deleted it, or rolled
     /// back its creation).
     pub fn record_absent(&mut self, path: &Path) -> io::Result<()> {
@@ -489,30 +434,6 @@ impl Checkpoint {
         self.manifest.ended_at_ns = Some(now_ns());
         self.manifest.status = Some(status.to_owned());
         self.save()
-    }
-
-    /// Why undo must leave `path` alone (`None`: it may restore it): the
-    /// file on disk, or its open editor buffer (`buffer`), changed since
-    /// the task. `force` overrides.
-    pub fn judge(
-        &self,
-        path: &Path,
-        buffer: Option<&str>,
-        force: bool,
-    ) -> io::Result<Option<String>> {
-        let Some(entry) = self.entry(path) else {
-            return Ok(None);
-        };
-        let current = read_optional(path)?;
-        let original = self.original_bytes(entry)?;
-        Ok(judge::skip_reason(&judge::Facts {
-            result: entry.result.as_ref(),
-            result_buffer: entry.result_buffer.as_deref(),
-            original: original.as_deref(),
-            disk: current.as_deref(),
-            buffer,
-            force,
-        }))
     }
 
     fn original_bytes(&self, entry: &Entry) -> io::Result<Option<Vec<u8>>> {
