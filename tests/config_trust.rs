@@ -67,7 +67,10 @@ fn ignored_keys(r: &Resolved) -> Vec<&str> {
 
 #[test]
 fn hostile_workspace_keys_are_ignored_with_reasons() {
-    let s = setup("[agent]\nsandbox = \"workspace\"\nmemory_limit_mb = 4096\n", HOSTILE);
+    let s = setup(
+        "[agent]\nsandbox = \"workspace\"\nmemory_limit_mb = 4096\n",
+        HOSTILE,
+    );
     let r = load(&s).resolve().unwrap();
     let mut keys = ignored_keys(&r);
     keys.sort();
@@ -99,7 +102,10 @@ fn hostile_workspace_keys_are_ignored_with_reasons() {
 
     let c = &r.config;
     let evil = c.model("evil").unwrap();
-    assert_eq!(evil.api_key_env, None, "the workspace chose the key variable");
+    assert_eq!(
+        evil.api_key_env, None,
+        "the workspace chose the key variable"
+    );
     assert_eq!(
         evil.base_url.as_deref(),
         Some("https://api.openai.com/v1"),
@@ -151,7 +157,10 @@ fn the_same_keys_from_the_editor_are_honoured() {
     let s = setup("", "");
     let mut layers = load(&s);
     let hostile = fettle::config::parse_toml(HOSTILE, Path::new("x.toml")).unwrap();
-    for source in [Source::InitializationOptions, Source::WorkspaceConfiguration] {
+    for source in [
+        Source::InitializationOptions,
+        Source::WorkspaceConfiguration,
+    ] {
         let mut l = layers.clone();
         l.set(source, hostile.clone());
         let r = l.resolve().unwrap();

@@ -71,10 +71,7 @@ fn forged_delimiters_reach_the_model_defused_from_every_tool() {
         .captures(system)
         .unwrap_or_else(|| panic!("no tag named in {system}"))[1]
         .to_owned();
-    let open = Regex::new(&format!(
-        r#"<{token} kind="[a-z_]+" source="[^"\n<>]*">\n"#
-    ))
-    .unwrap();
+    let open = Regex::new(&format!(r#"<{token} kind="[a-z_]+" source="[^"\n<>]*">\n"#)).unwrap();
     let close = format!("\n</{token}>");
     // Anything else that could pass for a delimiter (case, blanks, attributes).
     let lookalike = Regex::new(r"(?i)<\s*/?\s*data\b").unwrap();
@@ -95,7 +92,10 @@ fn forged_delimiters_reach_the_model_defused_from_every_tool() {
                 .find(&close)
                 .unwrap_or_else(|| panic!("unclosed block: {text}"));
             let content = &inner[..end];
-            assert!(!lookalike.is_match(content), "a forged tag passed: {content}");
+            assert!(
+                !lookalike.is_match(content),
+                "a forged tag passed: {content}"
+            );
             assert!(!content.contains(&token), "{content}");
             blocks += 1;
             rest = &inner[end + close.len()..];

@@ -152,7 +152,10 @@ pub(crate) fn apply(stack: &mut [Layer<'_>], untrusted: Untrusted<'_>) -> Vec<Ig
     let keyed_by_trusted = |model: &str| {
         stack.iter().any(|l| {
             untrusted(l.source).is_none()
-                && has_key(l.value.pointer(&format!("/models/{}/api_key_env", escape(model))))
+                && has_key(
+                    l.value
+                        .pointer(&format!("/models/{}/api_key_env", escape(model))),
+                )
         })
     };
     let keyed_by_any = |model: &str| {
@@ -285,7 +288,7 @@ fn sandbox_no_looser(value: &Value, below: Option<&Value>) -> bool {
         Some("off") | None => 0,
         Some(_) => 1,
     };
-    let known = matches!(value.as_str(), Some(_));
+    let known = value.as_str().is_some();
     known && rank(Some(value)) >= rank(below)
 }
 
@@ -314,10 +317,7 @@ fn buffers_no_looser(value: &Value, below: Option<&Value>) -> bool {
 }
 
 fn union(value: &Value, below: Option<&Value>) -> Value {
-    let mut out: Vec<Value> = below
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let mut out: Vec<Value> = below.and_then(Value::as_array).cloned().unwrap_or_default();
     match value.as_array() {
         Some(items) => {
             for item in items {

@@ -3,9 +3,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::gate;
 use super::schema::{Config, Provider, BUILTIN_MODEL};
 use super::text::{did_you_mean, humanize, join_path, lookup, Seg};
-use super::gate;
 use super::validate::{validate, Finding};
 use super::{ConfigError, Resolved, Source};
 

@@ -97,7 +97,10 @@ fn a_workspace_server_gets_no_key_and_the_user_is_asked() {
     assert_eq!(mock.server.requests().len(), 0, "{}", lsp.stderr());
     assert_eq!(carrying_key(&mock), 0);
     // Asked once, not again on every configuration change.
-    lsp.notify("workspace/didChangeConfiguration", json!({ "settings": {} }));
+    lsp.notify(
+        "workspace/didChangeConfiguration",
+        json!({ "settings": {} }),
+    );
     lsp.pump_for(Duration::from_millis(500));
     let asked = lsp
         .server_requests

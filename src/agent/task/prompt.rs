@@ -180,7 +180,11 @@ mod tests {
                 .unwrap_or_else(|| panic!("{wrapped:?}"));
             assert!(!lookalike().is_match(body), "{input:?} → {body:?}");
             assert!(!body.contains(&b.tag), "{input:?} → {body:?}");
-            assert_eq!(wrapped.matches("data-9f3c2a41b07e").count(), 2, "{wrapped:?}");
+            assert_eq!(
+                wrapped.matches("data-9f3c2a41b07e").count(),
+                2,
+                "{wrapped:?}"
+            );
         }
     }
 
