@@ -175,10 +175,10 @@ impl ConfigLayers {
         }
         // Rebuilt rather than patched so the roots' current order decides.
         self.layers.retain(|(s, _)| s.file().is_none());
-        self.file_trust = file_trust;
         for (source, value) in fresh {
             self.set(source, value);
         }
+        self.file_trust = file_trust;
         errors
     }
 
@@ -216,12 +216,12 @@ impl ConfigLayers {
         };
         match read_toml_file_hashed(path)? {
             Some((value, sha256)) => {
+                self.set(source.clone(), value);
                 if matches!(source, Source::WorkspaceFile(_)) {
                     let store = self.load_trust_store(&mut Vec::new());
                     let trust = trust_of(&store, path, sha256);
                     self.file_trust.insert(source.clone(), trust);
                 }
-                self.set(source.clone(), value)
             }
             None => {
                 self.remove(source);
@@ -232,7 +232,10 @@ impl ConfigLayers {
 
     /// Sets (or replaces) one source's layer. A JSON `null` member means
     /// "not set here": the lower layers' value stays.
+    /// A workspace layer set this way is untrusted (its content was not
+    /// checked against the trust store).
     pub fn set(&mut self, source: Source, value: serde_json::Value) {
+        self.file_trust.remove(&source);
         if let Some(slot) = self.layers.iter_mut().find(|(s, _)| *s == source) {
             slot.1 = value;
             return;
@@ -291,6 +294,19 @@ impl ConfigLayers {
             _ => None,
         };
         resolve::resolve(&self.layers, &untrusted)
+    }
+
+    /// Treats a workspace layer as trusted whatever its content (content
+    /// vetted by other means, e.g. a test's fixture); the next file reload
+    /// decides again from the trust store.
+    pub fn trust_layer(&mut self, source: &Source) {
+        self.file_trust.insert(
+            source.clone(),
+            FileTrust {
+                sha256: String::new(),
+                trusted: true,
+            },
+        );
     }
 
     /// The SHA-256 of a workspace file's content as last read, and whether
