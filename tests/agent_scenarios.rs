@@ -442,8 +442,11 @@ fn sandboxed_commands_write_only_the_workspace_and_have_no_network() {
         { "text": "Done." }
     ] });
     let mock = Mock::start(Script::from_json(&script.to_string()).unwrap());
+    // The user's own file: a workspace file may not set `commands = "auto"`.
+    let user_config = cache.join("no-user-config/fettle/config.toml");
+    std::fs::create_dir_all(user_config.parent().unwrap()).unwrap();
     std::fs::write(
-        ws.join("fettle.toml"),
+        user_config,
         mock.config("commands = \"auto\"\nsandbox = \"workspace\""),
     )
     .unwrap();

@@ -33,6 +33,8 @@ fn resolve_fixtures(kind: &str) -> BTreeMap<String, Result<fettle::config::Resol
             workspace(),
             parse_toml(&text, Path::new("/p/fettle.toml")).unwrap(),
         );
+        // The messages, not trust, are under test here (config_trust.rs).
+        layers.trust_layer(&workspace());
         let result = layers
             .resolve_all()
             .map_err(|errs| errs.iter().map(ToString::to_string).collect());

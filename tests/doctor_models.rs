@@ -12,11 +12,19 @@ fn doctor(cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fettle"))
         .arg("doctor")
         .current_dir(cwd)
-        .env("XDG_CONFIG_HOME", cwd.join(".no-user-config"))
+        .env("XDG_CONFIG_HOME", cwd.join(".config"))
         .env("FETTLE_DOCTOR_TEST_KEY", "sk-test-not-a-real-key")
         .env_remove("FETTLE_LOG")
         .output()
         .expect("run fettle doctor")
+}
+
+/// The user's own file: a keyed model's `base_url` from the workspace's
+/// `fettle.toml` would be ignored until trusted (tests/trust_cli.rs).
+fn write_user_config(cwd: &Path, text: String) {
+    let file = cwd.join(".config/fettle/config.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, text).unwrap();
 }
 
 /// A port on which nothing listens.
@@ -73,11 +81,10 @@ async fn each_model_gets_a_round_trip_and_a_clear_verdict() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("fettle.toml"),
+    write_user_config(
+        dir.path(),
         config(&server.url(), closed_port(), dir.path(), "fast"),
-    )
-    .unwrap();
+    );
     let cwd = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || doctor(&cwd))
         .await
@@ -129,11 +136,10 @@ async fn a_broken_model_that_a_feature_uses_fails_the_doctor() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("fettle.toml"),
+    write_user_config(
+        dir.path(),
         config(&server.url(), closed_port(), dir.path(), "down"),
-    )
-    .unwrap();
+    );
     let cwd = dir.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || doctor(&cwd))
         .await

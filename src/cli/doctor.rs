@@ -34,6 +34,8 @@ pub(super) fn run(path: Option<PathBuf>, no_probe: bool) -> i32 {
                 println!("warning: {warning}");
             }
             println!();
+            trust_status(&layers, &resolved, &root);
+            println!();
             if !models(&resolved.config, no_probe) {
                 code = 1;
             }
@@ -54,6 +56,32 @@ pub(super) fn run(path: Option<PathBuf>, no_probe: bool) -> i32 {
         println!("  {:<12} {status}", language.name());
     }
     code
+}
+
+/// Whether the workspace's `fettle.toml` is trusted, and what is ignored while it is not.
+fn trust_status(layers: &ConfigLayers, resolved: &crate::config::Resolved, root: &std::path::Path) {
+    println!("workspace trust:");
+    let file = crate::config::workspace_config_path(root);
+    match layers.workspace_trust(&file) {
+        None => println!("  no {} (nothing to trust)", file.display()),
+        Some((sha256, true)) => println!("  {} trusted (sha256 {sha256})", file.display()),
+        Some((sha256, false)) => {
+            println!("  {} not trusted (sha256 {sha256})", file.display());
+            let keys: Vec<_> = resolved.ignored.iter().filter(|k| k.file == file).collect();
+            if keys.is_empty() {
+                println!("  it sets no key that needs trust");
+            }
+            for key in keys {
+                println!("  ignored: {}: {}", key.key, key.reason);
+            }
+            if !resolved.ignored.is_empty() {
+                println!("  trust it with `fettle trust {}`", root.display());
+            }
+        }
+    }
+    if let Some(store) = layers.trust_store_path() {
+        println!("  trust store: {}", store.display());
+    }
 }
 
 /// Prints each model and, unless `no_probe`, its round-trip check. Returns

@@ -68,7 +68,10 @@ pub fn run(args: FixArgs) -> i32 {
         return 2;
     }
     let config = match layers.resolve() {
-        Ok(resolved) => resolved.config,
+        Ok(resolved) => {
+            super::trust::warn_ignored(&resolved);
+            resolved.config
+        }
         Err(err) => {
             eprintln!("fettle: invalid configuration: {err}");
             return 2;

@@ -1,5 +1,5 @@
 //! The command line: `fettle [serve]`, `fettle doctor`, `fettle index`,
-//! `fettle fix`, `fettle model fetch`, `fettle mock-model`.
+//! `fettle fix`, `fettle trust`, `fettle model fetch`, `fettle mock-model`.
 //! This is the one place allowed to print to stdout outside the protocol,
 //! and only for subcommands that do not serve LSP.
 
@@ -10,6 +10,7 @@ use std::time::Instant;
 mod doctor;
 mod fix;
 mod model;
+mod trust;
 
 use clap::{Parser, Subcommand};
 
@@ -45,6 +46,9 @@ enum Command {
     },
     /// Repair the workspace headless: run the agent until the tests pass or the budget is spent.
     Fix(fix::FixArgs),
+    /// Trust a workspace's fettle.toml: its keys that could send your API keys elsewhere or
+    /// loosen the sandbox are ignored until you do (`--revoke` to forget).
+    Trust(trust::TrustArgs),
     /// Manage the embedded model.
     Model {
         #[command(subcommand)]
@@ -93,6 +97,7 @@ pub fn main() -> i32 {
         Command::Serve => serve(),
         Command::Doctor { path, no_probe } => doctor::run(path, no_probe),
         Command::Fix(args) => fix::run(args),
+        Command::Trust(args) => trust::run(args),
         Command::Model { command } => model::run(command),
         Command::MockModel(args) => model::mock_model(args),
         Command::SandboxExec {

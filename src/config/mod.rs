@@ -9,13 +9,16 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 mod files;
+mod gate;
 mod render;
 mod resolve;
 mod schema;
 mod text;
+pub mod trust;
 mod validate;
 
 pub use files::{parse_toml, read_toml_file, user_config_path, workspace_config_path};
+pub use gate::{IgnoredKey, Rule, UntrustedFile, GATED};
 pub use schema::{
     expand_home, AgentConfig, CommandPolicy, CompletionConfig, Config, DiagnosticsConfig,
     EditConfig, FimTemplate, IndexConfig, LogConfig, ModelConfig, Multiline, Provider, SandboxMode,
@@ -83,6 +86,18 @@ pub struct ConfigLayers {
     /// Sorted by priority; within one priority (several workspace files),
     /// by the order they were first set, later overriding earlier.
     layers: Vec<(Source, serde_json::Value)>,
+    /// For each workspace file read: the SHA-256 of its content and
+    /// whether the user trusts that content. A workspace layer without an
+    /// entry (set directly) is untrusted.
+    file_trust: BTreeMap<Source, FileTrust>,
+    /// Where trust is recorded; `None`: [`trust::trust_store_path`].
+    trust_store: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileTrust {
+    sha256: String,
+    trusted: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -92,6 +107,8 @@ pub struct Resolved {
     pub provenance: BTreeMap<String, Source>,
     /// Unknown keys and other non-fatal findings, as full key paths with a message.
     pub warnings: Vec<String>,
+    /// Keys an untrusted workspace file set and Fettle ignored (see `gate.rs`).
+    pub ignored: Vec<IgnoredKey>,
 }
 
 impl ConfigLayers {
@@ -133,14 +150,24 @@ impl ConfigLayers {
             .map(|root| Source::WorkspaceFile(workspace_config_path(root)));
         let mut errors = Vec::new();
         let mut fresh = Vec::new();
+        let store = self.load_trust_store(&mut errors);
+        let mut file_trust = BTreeMap::new();
         for source in user.into_iter().chain(workspace) {
             let Some(path) = source.file() else { continue };
-            match read_toml_file(path) {
-                Ok(Some(value)) => fresh.push((source, value)),
+            match read_toml_file_hashed(path) {
+                Ok(Some((value, sha256))) => {
+                    if matches!(source, Source::WorkspaceFile(_)) {
+                        file_trust.insert(source.clone(), trust_of(&store, path, sha256));
+                    }
+                    fresh.push((source, value));
+                }
                 Ok(None) => {}
                 Err(e) => {
                     errors.push(e);
                     if let Some(old) = self.get(&source) {
+                        if let Some(trust) = self.file_trust.get(&source) {
+                            file_trust.insert(source.clone(), trust.clone());
+                        }
                         fresh.push((source.clone(), old.clone()));
                     }
                 }
@@ -151,7 +178,33 @@ impl ConfigLayers {
         for (source, value) in fresh {
             self.set(source, value);
         }
+        self.file_trust = file_trust;
         errors
+    }
+
+    /// Where trust is recorded: `$XDG_CONFIG_HOME/fettle/trusted.toml`
+    /// unless [`Self::set_trust_store`] chose another file.
+    pub fn trust_store_path(&self) -> Option<PathBuf> {
+        self.trust_store.clone().or_else(trust::trust_store_path)
+    }
+
+    /// Uses `path` as the trust store (tests, or an explicit location);
+    /// takes effect at the next file (re)load.
+    pub fn set_trust_store(&mut self, path: PathBuf) {
+        self.trust_store = Some(path);
+    }
+
+    fn load_trust_store(&self, errors: &mut Vec<ConfigError>) -> trust::TrustStore {
+        let Some(path) = self.trust_store_path() else {
+            return trust::TrustStore::default();
+        };
+        trust::TrustStore::load(&path).unwrap_or_else(|e| {
+            errors.push(ConfigError {
+                path: path.display().to_string(),
+                message: format!("{e}; no workspace is trusted until it is fixed"),
+            });
+            trust::TrustStore::default()
+        })
     }
 
     /// Re-reads the file behind a `UserFile`/`WorkspaceFile` source: a
@@ -161,8 +214,15 @@ impl ConfigLayers {
         let Some(path) = source.file() else {
             return Ok(());
         };
-        match read_toml_file(path)? {
-            Some(value) => self.set(source.clone(), value),
+        match read_toml_file_hashed(path)? {
+            Some((value, sha256)) => {
+                self.set(source.clone(), value);
+                if matches!(source, Source::WorkspaceFile(_)) {
+                    let store = self.load_trust_store(&mut Vec::new());
+                    let trust = trust_of(&store, path, sha256);
+                    self.file_trust.insert(source.clone(), trust);
+                }
+            }
             None => {
                 self.remove(source);
             }
@@ -172,7 +232,10 @@ impl ConfigLayers {
 
     /// Sets (or replaces) one source's layer. A JSON `null` member means
     /// "not set here": the lower layers' value stays.
+    /// A workspace layer set this way is untrusted (its content was not
+    /// checked against the trust store).
     pub fn set(&mut self, source: Source, value: serde_json::Value) {
+        self.file_trust.remove(&source);
         if let Some(slot) = self.layers.iter_mut().find(|(s, _)| *s == source) {
             slot.1 = value;
             return;
@@ -193,6 +256,7 @@ impl ConfigLayers {
     }
 
     pub fn remove(&mut self, source: &Source) -> Option<serde_json::Value> {
+        self.file_trust.remove(source);
         let at = self.layers.iter().position(|(s, _)| s == source)?;
         Some(self.layers.remove(at).1)
     }
@@ -221,8 +285,67 @@ impl ConfigLayers {
     /// Like [`Self::resolve`], but reports every validation error at once
     /// (a type error still stops at the first, as deserialization does).
     pub fn resolve_all(&self) -> Result<Resolved, Vec<ConfigError>> {
-        resolve::resolve(&self.layers)
+        let untrusted = |source: &Source| match source {
+            Source::WorkspaceFile(_) => match self.file_trust.get(source) {
+                Some(t) if t.trusted => None,
+                Some(t) => Some(t.sha256.clone()),
+                None => Some(String::new()),
+            },
+            _ => None,
+        };
+        resolve::resolve(&self.layers, &untrusted)
     }
+
+    /// Treats a workspace layer as trusted whatever its content (content
+    /// vetted by other means, e.g. a test's fixture); the next file reload
+    /// decides again from the trust store.
+    pub fn trust_layer(&mut self, source: &Source) {
+        self.file_trust.insert(
+            source.clone(),
+            FileTrust {
+                sha256: String::new(),
+                trusted: true,
+            },
+        );
+    }
+
+    /// The SHA-256 of a workspace file's content as last read, and whether
+    /// that content is trusted (`None`: not read from a file).
+    pub fn workspace_trust(&self, file: &Path) -> Option<(String, bool)> {
+        self.file_trust
+            .get(&Source::WorkspaceFile(file.to_path_buf()))
+            .map(|t| (t.sha256.clone(), t.trusted))
+    }
+}
+
+/// Reads a TOML file and hashes its bytes (the hash trust is recorded under).
+fn read_toml_file_hashed(path: &Path) -> Result<Option<(serde_json::Value, String)>, ConfigError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(ConfigError {
+                path: path.display().to_string(),
+                message: format!("cannot read: {e}"),
+            })
+        }
+    };
+    let sha256 = trust::sha256_hex(&bytes);
+    let text = String::from_utf8(bytes).map_err(|_| ConfigError {
+        path: path.display().to_string(),
+        message: "cannot read: not UTF-8 text".to_string(),
+    })?;
+    Ok(Some((parse_toml(&text, path)?, sha256)))
+}
+
+/// The workspace root a `fettle.toml` belongs to.
+pub fn workspace_root_of(file: &Path) -> &Path {
+    file.parent().unwrap_or(file)
+}
+
+fn trust_of(store: &trust::TrustStore, file: &Path, sha256: String) -> FileTrust {
+    let trusted = store.is_trusted(workspace_root_of(file), &sha256);
+    FileTrust { sha256, trusted }
 }
 
 impl Default for Resolved {
@@ -235,11 +358,17 @@ impl Default for Resolved {
                 config: Config::default(),
                 provenance: BTreeMap::new(),
                 warnings: Vec::new(),
+                ignored: Vec::new(),
             })
     }
 }
 
 impl Resolved {
+    /// The untrusted workspace files whose keys were ignored, with those keys.
+    pub fn untrusted_files(&self) -> Vec<UntrustedFile<'_>> {
+        gate::by_file(&self.ignored)
+    }
+
     /// `key = value    # source` lines, for `fettle doctor`.
     pub fn render(&self) -> String {
         self.render_with(&|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))

@@ -3,18 +3,22 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::gate;
 use super::schema::{Config, Provider, BUILTIN_MODEL};
 use super::text::{did_you_mean, humanize, join_path, lookup, Seg};
 use super::validate::{validate, Finding};
 use super::{ConfigError, Resolved, Source};
 
 /// A layer as it takes part in a merge: nulls removed, root known to be a table.
-struct Layer<'a> {
-    source: &'a Source,
-    value: Value,
+pub(crate) struct Layer<'a> {
+    pub(crate) source: &'a Source,
+    pub(crate) value: Value,
 }
 
-pub(crate) fn resolve(layers: &[(Source, Value)]) -> Result<Resolved, Vec<ConfigError>> {
+pub(crate) fn resolve(
+    layers: &[(Source, Value)],
+    untrusted: gate::Untrusted<'_>,
+) -> Result<Resolved, Vec<ConfigError>> {
     let default_source = Source::Default;
     let mut stack = vec![Layer {
         source: &default_source,
@@ -38,6 +42,8 @@ pub(crate) fn resolve(layers: &[(Source, Value)]) -> Result<Resolved, Vec<Config
             value: strip_nulls(value, &mut segs),
         });
     }
+    // Before the merge: what an untrusted workspace file may not set never takes part.
+    let ignored = gate::apply(&mut stack, untrusted);
     let mut merged = Value::Object(serde_json::Map::new());
     for layer in &stack {
         merge(&mut merged, &layer.value);
@@ -94,6 +100,7 @@ pub(crate) fn resolve(layers: &[(Source, Value)]) -> Result<Resolved, Vec<Config
         config,
         provenance,
         warnings,
+        ignored,
     })
 }
 
@@ -120,7 +127,7 @@ fn defaults_json() -> Value {
 }
 
 /// Objects merge key by key; anything else replaces what was there.
-fn merge(base: &mut Value, over: &Value) {
+pub(crate) fn merge(base: &mut Value, over: &Value) {
     match (base, over) {
         (Value::Object(base), Value::Object(over)) => {
             for (key, value) in over {

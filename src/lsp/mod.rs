@@ -14,6 +14,7 @@ mod settings;
 mod state;
 mod symbols;
 mod transport;
+mod trust;
 mod workspace;
 
 use std::sync::Arc;

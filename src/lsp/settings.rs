@@ -80,6 +80,7 @@ pub async fn apply(state: &Arc<State>) {
                     )
                     .await;
             }
+            super::trust::ask_about_ignored(state, &resolved);
             let old = state.config();
             let index_changed = old.index != resolved.config.index;
             crate::logging::set_level(&resolved.config.log.level);

@@ -1,7 +1,7 @@
 //! Everything the handlers share. Handlers get an `Arc<State>`; nothing here
 //! is held across an `.await` except the `Arc` itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -37,6 +37,9 @@ pub struct State {
     /// The last model problem shown to the user, so it is not repeated on
     /// every configuration change.
     pub model_notice: Mutex<String>,
+    /// Untrusted workspace files (path, content hash) the user was already
+    /// asked about: one question per file content per session.
+    pub trust_notices: Mutex<BTreeSet<(PathBuf, String)>>,
     index: RwLock<Arc<WorkspaceIndex>>,
     /// Set on shutdown, and when a new indexing run replaces an old one.
     pub index_cancel: Mutex<Arc<AtomicBool>>,
@@ -85,6 +88,7 @@ impl State {
             )))),
             models: RwLock::new(Arc::new(Models::from_config(&config))),
             model_notice: Mutex::new(String::new()),
+            trust_notices: Mutex::new(BTreeSet::new()),
             config: RwLock::new(Arc::new(config)),
             index_cancel: Mutex::new(Arc::new(AtomicBool::new(false))),
             analysis_generation: DashMap::new(),

@@ -13,4 +13,5 @@ mod models;
 mod neovim;
 mod robustness;
 mod symbols;
+mod trust;
 mod workspace;

@@ -87,6 +87,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: Cancel) -> TaskResul
         last_text: String::new(),
         restore_note: None,
         reflection: None,
+        boundary: prompt::Boundary::random(),
     };
     task.run().await
 }
@@ -113,6 +114,8 @@ pub(crate) struct Task {
     restore_note: Option<String>,
     /// The model's own account when it ran out of attempts.
     reflection: Option<String>,
+    /// The per-task tag around workspace data in the prompt.
+    boundary: prompt::Boundary,
 }
 
 impl Task {
@@ -135,7 +138,7 @@ impl Task {
         }
         let mut best: (check::Score, Option<TreeBytes>) = (baseline.score, None);
         let first = self.first_message(&baseline);
-        self.push(Message::system(prompt::SYSTEM_PROMPT));
+        self.push(Message::system(self.boundary.system_prompt()));
         self.push(Message::user(first));
 
         let mut last = baseline;
@@ -210,7 +213,7 @@ impl Task {
                             "{MAX_MALFORMED_TURNS} malformed answers in a row; the last: {note}"
                         )));
                     }
-                    self.push(Message::user(note));
+                    self.push(Message::user(prompt::defuse(&note).into_owned()));
                     continue;
                 }
                 return Ok(());
@@ -370,7 +373,7 @@ impl Task {
                 None => (1, lines.len().min(200)),
             };
             let numbered = tools::numbered(&lines, start, end);
-            Some(prompt::data("file", &rel, &numbered))
+            Some(self.boundary.data("file", &rel, &numbered))
         });
         let mut focus = super::repo_map::Focus::from_text(
             &format!("{}\n{}", self.spec.goal, baseline.for_model(None)),
@@ -388,6 +391,7 @@ impl Task {
         }
         let map = super::repo_map::repo_map(&self.index, self.files.root(), &focus, 1024);
         prompt::task_message(
+            &self.boundary,
             &self.spec,
             focus_excerpt,
             &map,
@@ -400,14 +404,15 @@ impl Task {
             "Verification after iteration {} of {} failed.\n",
             self.iterations, self.spec.budget.max_iterations
         );
-        out.push_str(&prompt::data(
+        out.push_str(&self.boundary.data(
             "verification",
             "fettle",
             &v.for_model(self.spec.test_command.as_deref()),
         ));
         out.push('\n');
         if let Some(note) = rolled_back {
-            out.push_str(note);
+            // It names files, which the workspace (or the model) named.
+            out.push_str(&prompt::defuse(note));
             out.push('\n');
         }
         out.push_str("Read the failures, fix the code, and end your turn when done.");

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::explain::StopCause;
-use super::{prompt, Task};
+use super::Task;
 use crate::agent::edit::FileOp;
 use crate::agent::exec::{self, CommandSpec};
 use crate::agent::output::{self, NO_OUTPUT};
@@ -231,7 +231,7 @@ impl Task {
             );
             messages.push(Message::tool_result(
                 call.id.clone(),
-                prompt::data("tool_output", &call.name, &shaped),
+                self.boundary.data("tool_output", &call.name, &shaped),
             ));
         }
         Ok(messages)
