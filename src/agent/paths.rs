@@ -103,16 +103,19 @@ impl fmt::Display for PathError {
                 entry,
                 reason,
             } => {
-                let place = if entry.ends_with('/') {
-                    format!("inside {entry}")
+                if entry.ends_with('/') {
+                    write!(
+                        f,
+                        "\"{given}\" is inside {entry}, which the agent must not modify: {reason}; \
+                         edit the project's files instead"
+                    )
                 } else {
-                    entry.clone()
-                };
-                write!(
-                    f,
-                    "\"{given}\" is {place}, which the agent must not modify ({reason}); \
-                     edit the project's files instead"
-                )
+                    write!(
+                        f,
+                        "\"{given}\" is protected ({entry}), the agent must not modify it: {reason}; \
+                         edit the project's files instead"
+                    )
+                }
             }
             PathError::IsDirectory { given } => write!(
                 f,

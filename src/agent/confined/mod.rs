@@ -187,6 +187,15 @@ impl Confined {
 
     /// The bytes of a regular file; `Ok(None)` when it does not exist.
     pub fn read(&self, path: impl AsRef<Path>) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.read_with_metadata(path)?.map(|(bytes, _)| bytes))
+    }
+
+    /// [`read`](Self::read), with the metadata of the file that was read
+    /// (from the same descriptor: its mode, for instance).
+    pub fn read_with_metadata(
+        &self,
+        path: impl AsRef<Path>,
+    ) -> io::Result<Option<(Vec<u8>, Metadata)>> {
         let parts = self.parts(path.as_ref())?;
         let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
         let fd = match self.open_in_root(&parts, flags) {
@@ -199,7 +208,7 @@ impl Confined {
         self.check_file(&meta, &parts)?;
         let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
         file.read_to_end(&mut bytes)?;
-        Ok(Some(bytes))
+        Ok(Some((bytes, meta)))
     }
 
     /// The entry's metadata, not following a symlink (none is followed on

@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::agent::checkpoint::{Checkpoint, CheckpointStore};
+use crate::agent::confined::{Confined, Refusal};
 use crate::agent::edit::{plan_step, FileOp, OpReport};
-use crate::agent::fsutil;
 use crate::agent::host::{BufferEdit, Host};
 use crate::agent::paths::WorkspacePaths;
 
@@ -24,6 +25,9 @@ pub type TreeBytes = BTreeMap<PathBuf, Option<Vec<u8>>>;
 
 pub struct Files {
     pub paths: WorkspacePaths,
+    /// The workspace root's handle: every disk access of the task goes
+    /// through it, confined by the kernel (`paths` is the friendly check).
+    disk: Confined,
     host: Arc<dyn Host>,
     store: CheckpointStore,
     checkpoint: Option<Checkpoint>,
@@ -43,6 +47,7 @@ pub struct Files {
 impl Files {
     pub fn new(
         paths: WorkspacePaths,
+        disk: Confined,
         host: Arc<dyn Host>,
         store: CheckpointStore,
         task_id: String,
@@ -50,6 +55,7 @@ impl Files {
     ) -> Self {
         Self {
             paths,
+            disk,
             host,
             store,
             checkpoint: None,
@@ -72,8 +78,8 @@ impl Files {
         if let Some(text) = self.host.buffer(path) {
             return Ok(Some(text));
         }
-        match std::fs::read(path) {
-            Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+        match self.read_disk(path)? {
+            Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
@@ -82,8 +88,39 @@ impl Files {
                     ),
                 )
             }),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(err) => Err(err),
+            None => Ok(None),
+        }
+    }
+
+    /// The bytes on disk (`Ok(None)`: no such file), read through the
+    /// root's handle. A path that is not the real one (through a symlink
+    /// inside the workspace) is resolved and checked again first.
+    pub fn read_disk(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        match self.disk.read(path) {
+            Err(err) if matches!(Refusal::of(&err), Some(Refusal::Symlink { .. })) => {
+                match self.paths.resolve(&self.paths.relative(path)) {
+                    Ok(real) if real != path => self.disk.read(&real),
+                    _ => Err(self.explain(path, err)),
+                }
+            }
+            other => other.map_err(|err| self.explain(path, err)),
+        }
+    }
+
+    /// `read_disk` for callers that treat unreadable as absent.
+    pub fn bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        self.read_disk(path).ok().flatten()
+    }
+
+    /// A path the kernel refused because a symlink appeared on it: the
+    /// friendly check's message when it now refuses the path too.
+    fn explain(&self, path: &Path, err: io::Error) -> io::Error {
+        if !matches!(Refusal::of(&err), Some(Refusal::Symlink { .. })) {
+            return err;
+        }
+        match self.paths.resolve(&self.paths.relative(path)) {
+            Err(why) => io::Error::new(io::ErrorKind::PermissionDenied, why.to_string()),
+            Ok(_) => err,
         }
     }
 
@@ -153,6 +190,10 @@ impl Files {
     /// Writes `new` to `path` (through the editor when it is open there, and
     /// on disk, where the tests read it), checkpointing the file first.
     async fn put(&mut self, path: &Path, old: Option<&str>, new: &str) -> Result<(), PutError> {
+        // The tools checked already; this is every write's own guard.
+        self.paths
+            .check_writable(&self.paths.relative(path), path)
+            .map_err(|why| PutError::Io(io::Error::new(io::ErrorKind::PermissionDenied, why.to_string())))?;
         self.remember(path)?;
         let buffer = self.host.buffer(path);
         if let Some(buffer) = buffer {
@@ -165,7 +206,9 @@ impl Files {
                 BufferEdit::Failed(reason) => return Err(PutError::Editor(reason)),
             }
         }
-        fsutil::write_atomic(path, new.as_bytes(), None).map_err(PutError::Io)?;
+        self.disk
+            .write_atomic(path, new.as_bytes(), None)
+            .map_err(|err| PutError::Io(self.explain(path, err)))?;
         self.after_write(path, new.as_bytes())?;
         Ok(())
     }
@@ -176,6 +219,9 @@ impl Files {
         if self.originals.contains_key(path) {
             return Ok(());
         }
+        // Read first: a file the confined read refuses (a hard link, a
+        // symlink that appeared) is not checkpointed nor written.
+        let before = self.disk.read_with_metadata(path).map_err(|err| PutError::Io(self.explain(path, err)))?;
         let buffer = self.host.buffer(path);
         if self.checkpoint.is_none() {
             // Undo reaches back this many tasks per workspace.
@@ -191,15 +237,14 @@ impl Files {
                     .map_err(PutError::Io)?,
             ),
         };
+        let original = before
+            .as_ref()
+            .map(|(bytes, meta)| (bytes.as_slice(), meta.permissions().mode() & 0o7777));
         checkpoint
-            .record(path, buffer.as_deref())
+            .record_original(path, original, buffer.as_deref())
             .map_err(PutError::Io)?;
-        let before = match std::fs::read(path) {
-            Ok(bytes) => Some(bytes),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
-            Err(err) => return Err(PutError::Io(err)),
-        };
-        self.originals.insert(path.to_path_buf(), before);
+        self.originals
+            .insert(path.to_path_buf(), before.map(|(bytes, _)| bytes));
         self.touched.push(path.to_path_buf());
         Ok(())
     }
@@ -235,7 +280,7 @@ impl Files {
     pub fn capture(&self) -> TreeBytes {
         self.touched
             .iter()
-            .map(|p| (p.clone(), std::fs::read(p).ok()))
+            .map(|p| (p.clone(), self.bytes(p)))
             .collect()
     }
 
@@ -254,7 +299,7 @@ impl Files {
                 .or_else(|| self.originals.get(&path))
                 .cloned()
                 .flatten();
-            let current = std::fs::read(&path).ok();
+            let current = self.bytes(&path);
             if current == target {
                 continue;
             }
@@ -274,11 +319,13 @@ impl Files {
                             tracing::warn!(path = %path.display(), ?outcome, "editor did not take the rollback; the file on disk is restored");
                         }
                     }
-                    fsutil::write_atomic(&path, &bytes, None)?;
+                    self.disk
+                        .write_atomic(&path, &bytes, None)
+                        .map_err(|err| self.explain(&path, err))?;
                     self.after_write(&path, &bytes).map_err(PutError::into_io)?;
                 }
                 None => {
-                    match std::fs::remove_file(&path) {
+                    match self.disk.remove(&path) {
                         Ok(()) => {}
                         Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                         Err(err) => return Err(err),
@@ -297,7 +344,7 @@ impl Files {
     pub fn changed_files(&self) -> Vec<PathBuf> {
         self.touched
             .iter()
-            .filter(|p| std::fs::read(p).ok() != self.originals.get(*p).cloned().flatten())
+            .filter(|p| self.bytes(p) != self.originals.get(*p).cloned().flatten())
             .cloned()
             .collect()
     }
@@ -307,7 +354,7 @@ impl Files {
         let mut out = String::new();
         for path in self.changed_files() {
             let before = self.originals.get(&path).cloned().flatten();
-            let after = std::fs::read(&path).ok();
+            let after = self.bytes(&path);
             out.push_str(&super::diff::unified(
                 &self.paths.relative(&path),
                 before.as_deref(),
