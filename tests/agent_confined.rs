@@ -217,11 +217,22 @@ fn protected_paths_are_refused_for_writes() {
         ("docs/guide.md", "listed in agent.protected_paths"),
     ] {
         let err = paths.resolve_for_write(given).unwrap_err();
-        assert!(matches!(err, PathError::Protected { .. }), "{given}: {err:?}");
+        assert!(
+            matches!(err, PathError::Protected { .. }),
+            "{given}: {err:?}"
+        );
         assert!(err.to_string().contains(why), "{given}: {err}");
-        assert!(err.to_string().contains("must not modify"), "{given}: {err}");
+        assert!(
+            err.to_string().contains("must not modify"),
+            "{given}: {err}"
+        );
     }
-    for fine in ["src/lib.rs", "sub/fettle.toml", "docsx/a.md", "run_tests.py"] {
+    for fine in [
+        "src/lib.rs",
+        "sub/fettle.toml",
+        "docsx/a.md",
+        "run_tests.py",
+    ] {
         assert!(paths.resolve_for_write(fine).is_ok(), "{fine}");
     }
     // Reading them stays allowed.
@@ -234,11 +245,17 @@ fn refusals_say_why_for_the_model() {
     fs::hard_link(outside.join("x.txt"), ws.join("h.txt")).unwrap();
     let disk = Confined::open_root(&ws).unwrap();
     let err = disk.read("h.txt").unwrap_err();
-    assert!(matches!(Refusal::of(&err), Some(Refusal::HardLink { links: 2, .. })));
+    assert!(matches!(
+        Refusal::of(&err),
+        Some(Refusal::HardLink { links: 2, .. })
+    ));
     assert!(err.to_string().contains("agent.allow_hardlinks"), "{err}");
     std::os::unix::fs::symlink(&outside, ws.join("d")).unwrap();
     let err = disk.write_atomic("d/x.txt", b"boom", None).unwrap_err();
-    assert!(matches!(Refusal::of(&err), Some(Refusal::Symlink { .. })), "{err}");
+    assert!(
+        matches!(Refusal::of(&err), Some(Refusal::Symlink { .. })),
+        "{err}"
+    );
     assert_eq!(fs::read_to_string(outside.join("x.txt")).unwrap(), OUTSIDE);
 }
 
@@ -258,7 +275,15 @@ fn fix(ws: &Path, cache: &Path, responses: Vec<ScriptedResponse>, agent_extra: &
     fs::create_dir_all(&user).unwrap();
     fs::write(user.join("config.toml"), mock.config(agent_extra)).unwrap();
     let out = fettle(
-        &["fix", "--json", "--goal", "tidy up", "--test", "true", ws.to_str().unwrap()],
+        &[
+            "fix",
+            "--json",
+            "--goal",
+            "tidy up",
+            "--test",
+            "true",
+            ws.to_str().unwrap(),
+        ],
         cache,
     );
     let result: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -306,7 +331,10 @@ fn fettle_fix_writes_and_reads_race_a_flipping_directory_and_stay_inside() {
         "commands = \"never\"\nmax_tool_calls = 10000\nmax_tokens = 1000000000\n",
     );
     let flips = flipper.stop();
-    eprintln!("{flips} flips during the task; status {}", run.result["status"]);
+    eprintln!(
+        "{flips} flips during the task; status {}",
+        run.result["status"]
+    );
     assert!(flips > 0);
     assert_eq!(run.bodies.len(), TURNS + 1, "{:#}", run.result);
     assert_eq!(listing(&outside), ["x.txt"], "files appeared outside");
@@ -326,7 +354,10 @@ fn fettle_fix_refuses_hard_links_unless_allowed() {
         let cache = tmp.path().join("cache");
         fs::hard_link(outside.join("x.txt"), ws.join("h.txt")).unwrap();
         let responses = vec![
-            turn(vec![MockToolCall::new("read_file", json!({ "path": "h.txt" }))]),
+            turn(vec![MockToolCall::new(
+                "read_file",
+                json!({ "path": "h.txt" }),
+            )]),
             turn(vec![MockToolCall::new(
                 "write_file",
                 json!({ "path": "h.txt", "content": "changed\n" }),
@@ -390,7 +421,9 @@ fn fettle_fix_refuses_configured_protected_paths() {
     );
     assert_eq!(run.bodies.len(), 2, "{:#}", run.result);
     assert!(
-        run.bodies[1].contains("is inside docs/, which the agent must not modify: listed in agent.protected_paths"),
+        run.bodies[1].contains(
+            "is inside docs/, which the agent must not modify: listed in agent.protected_paths"
+        ),
         "{}",
         run.bodies[1]
     );
@@ -399,6 +432,9 @@ fn fettle_fix_refuses_configured_protected_paths() {
         "{}",
         run.bodies[1]
     );
-    assert_eq!(fs::read_to_string(ws.join("docs/guide.md")).unwrap(), "guide\n");
+    assert_eq!(
+        fs::read_to_string(ws.join("docs/guide.md")).unwrap(),
+        "guide\n"
+    );
     assert_eq!(fs::read_to_string(ws.join("Makefile")).unwrap(), "all:\n");
 }

@@ -130,7 +130,6 @@ impl Protected {
     }
 }
 
-
 /// `./a//b/` → `a/b/`; `None` for empty, absolute or `..` paths.
 fn normalize(entry: &str) -> Option<String> {
     let is_dir = entry.ends_with('/');

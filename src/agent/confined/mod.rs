@@ -63,14 +63,25 @@ pub enum Resolver {
 pub enum Refusal {
     /// A symlink on the way (or the file itself is one): it appeared after
     /// the path was checked, or the caller did not resolve it.
-    Symlink { path: String },
+    Symlink {
+        path: String,
+    },
     /// A regular file with more than one name.
-    HardLink { path: String, links: u64 },
+    HardLink {
+        path: String,
+        links: u64,
+    },
     /// A FIFO, socket or device.
-    NotRegular { path: String },
-    IsDirectory { path: String },
+    NotRegular {
+        path: String,
+    },
+    IsDirectory {
+        path: String,
+    },
     /// Absolute and not under the root, or with `..`.
-    Outside { path: String },
+    Outside {
+        path: String,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -397,7 +408,8 @@ impl Confined {
         if self.resolver == Resolver::Openat2 {
             return sys::openat2(dir, name, flags, 0, RESOLVE);
         }
-        sys::openat(dir, name, flags | libc::O_NOFOLLOW, 0).map_err(|e| self.explain_at(e, dir, name))
+        sys::openat(dir, name, flags | libc::O_NOFOLLOW, 0)
+            .map_err(|e| self.explain_at(e, dir, name))
     }
 
     /// The entry `name` in `dir`, not followed.
@@ -409,7 +421,9 @@ impl Confined {
     /// `ELOOP`): tell a symlink from a plain file so it is reported as one.
     fn explain_at(&self, err: io::Error, dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Error {
         if err.raw_os_error() == Some(libc::ENOTDIR)
-            && self.look(dir, name).is_ok_and(|m| m.file_type().is_symlink())
+            && self
+                .look(dir, name)
+                .is_ok_and(|m| m.file_type().is_symlink())
         {
             return io::Error::from_raw_os_error(libc::ELOOP);
         }
@@ -474,7 +488,10 @@ impl Confined {
     }
 }
 
-fn split_last<'a, 'p>(parts: &'a [&'p OsStr], path: &Path) -> io::Result<(&'p OsStr, &'a [&'p OsStr])> {
+fn split_last<'a, 'p>(
+    parts: &'a [&'p OsStr],
+    path: &Path,
+) -> io::Result<(&'p OsStr, &'a [&'p OsStr])> {
     match parts.split_last() {
         Some((name, dirs)) => Ok((name, dirs)),
         None => Err(Refusal::IsDirectory {

@@ -8,12 +8,8 @@ use std::os::unix::ffi::OsStrExt;
 
 /// A path component or relative path as a C string; a NUL byte is refused.
 pub fn cstring(name: &OsStr) -> io::Result<CString> {
-    CString::new(name.as_bytes()).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the path contains a NUL byte",
-        )
-    })
+    CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the path contains a NUL byte"))
 }
 
 /// `fd` from a successful call, or the error (`-1` and `errno`).
@@ -45,7 +41,12 @@ fn retry<T>(mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
 }
 
 /// `openat(2)`; `O_CLOEXEC` is always added.
-pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+pub fn openat(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
     retry(|| {
         // SAFETY: `dir` is an open descriptor for the call's duration and
         // `name` is NUL-terminated; the mode is passed as the variadic

@@ -30,9 +30,15 @@ fn reads_writes_and_removes_inside() {
         assert_eq!(c.read(&abs).unwrap().unwrap(), b"x");
         fs::set_permissions(&abs, fs::Permissions::from_mode(0o755)).unwrap();
         c.write_atomic(&abs, b"y", None).unwrap();
-        assert_eq!(c.metadata(&abs).unwrap().permissions().mode() & 0o7777, 0o755);
+        assert_eq!(
+            c.metadata(&abs).unwrap().permissions().mode() & 0o7777,
+            0o755
+        );
         c.write_atomic(&abs, b"z", Some(0o600)).unwrap();
-        assert_eq!(fs::metadata(&abs).unwrap().permissions().mode() & 0o7777, 0o600);
+        assert_eq!(
+            fs::metadata(&abs).unwrap().permissions().mode() & 0o7777,
+            0o600
+        );
         // No temporary files left.
         let names: Vec<_> = fs::read_dir(dir.path().join("a/b")).unwrap().collect();
         assert_eq!(names.len(), 1, "{resolver:?}");
@@ -84,7 +90,10 @@ fn symlinks_on_the_way_are_refused() {
             "outside"
         );
         assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
-        assert_eq!(fs::read_to_string(dir.path().join("real/x.txt")).unwrap(), "inside");
+        assert_eq!(
+            fs::read_to_string(dir.path().join("real/x.txt")).unwrap(),
+            "inside"
+        );
         // The link itself is looked at, not followed.
         assert!(c.metadata("file-link").unwrap().file_type().is_symlink());
     }

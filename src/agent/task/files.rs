@@ -193,7 +193,12 @@ impl Files {
         // The tools checked already; this is every write's own guard.
         self.paths
             .check_writable(&self.paths.relative(path), path)
-            .map_err(|why| PutError::Io(io::Error::new(io::ErrorKind::PermissionDenied, why.to_string())))?;
+            .map_err(|why| {
+                PutError::Io(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    why.to_string(),
+                ))
+            })?;
         self.remember(path)?;
         let buffer = self.host.buffer(path);
         if let Some(buffer) = buffer {
@@ -221,7 +226,10 @@ impl Files {
         }
         // Read first: a file the confined read refuses (a hard link, a
         // symlink that appeared) is not checkpointed nor written.
-        let before = self.disk.read_with_metadata(path).map_err(|err| PutError::Io(self.explain(path, err)))?;
+        let before = self
+            .disk
+            .read_with_metadata(path)
+            .map_err(|err| PutError::Io(self.explain(path, err)))?;
         let buffer = self.host.buffer(path);
         if self.checkpoint.is_none() {
             // Undo reaches back this many tasks per workspace.
