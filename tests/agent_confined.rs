@@ -25,8 +25,9 @@ use serde_json::{json, Value};
 const OUTSIDE: &str = "OUTSIDE-CONTENT-7f3a\n";
 const ROUNDS: usize = 1000;
 
-/// A thread turning `ws/d` into a real directory, then into a symlink to
-/// `target`, as fast as it can, until stopped.
+/// A thread swapping `ws/d` between a real directory and a symlink to
+/// `target` as fast as it can (`renameat2(RENAME_EXCHANGE)` with `ws/d-other`,
+/// so `d` always exists), until stopped.
 struct Flipper {
     stop: Arc<AtomicBool>,
     flips: Arc<AtomicU64>,
@@ -37,25 +38,26 @@ impl Flipper {
     fn start(ws: &Path, target: &Path) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flips = Arc::new(AtomicU64::new(0));
-        let (d, real, target) = (ws.join("d"), ws.join("d-real"), target.to_path_buf());
-        fs::create_dir_all(&real).unwrap();
+        fs::create_dir_all(ws.join("d")).unwrap();
+        std::os::unix::fs::symlink(target, ws.join("d-other")).unwrap();
+        let c =
+            |p: PathBuf| std::ffi::CString::new(p.into_os_string().into_encoded_bytes()).unwrap();
+        let (d, other) = (c(ws.join("d")), c(ws.join("d-other")));
         let thread = {
             let (stop, flips) = (stop.clone(), flips.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    // `d` is the real directory…
-                    let _ = fs::rename(&real, &d);
-                    let _ = fs::rename(&d, &real);
-                    // …then a symlink to the target.
-                    let _ = std::os::unix::fs::symlink(&target, &d);
-                    let _ = fs::remove_file(&d);
-                    // A directory the writer created meanwhile: away with it.
-                    if fs::symlink_metadata(&d).is_ok_and(|m| m.is_dir()) {
-                        let _ = fs::remove_dir_all(&d);
-                    }
-                    if !real.exists() {
-                        let _ = fs::create_dir(&real);
-                    }
+                    // SAFETY: two NUL-terminated paths that outlive the call.
+                    let ret = unsafe {
+                        libc::renameat2(
+                            libc::AT_FDCWD,
+                            d.as_ptr(),
+                            libc::AT_FDCWD,
+                            other.as_ptr(),
+                            libc::RENAME_EXCHANGE,
+                        )
+                    };
+                    assert_eq!(ret, 0, "renameat2: {}", std::io::Error::last_os_error());
                     flips.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -161,7 +163,8 @@ fn stress(resolver: Resolver, target_inside_git: bool) {
     assert!(listing(&hooks).is_empty(), "files appeared in .git/hooks");
     // With `d` a plain directory again, the same write goes through.
     let _ = fs::remove_file(ws.join("d"));
-    let _ = fs::remove_dir_all(ws.join("d"));
+    let _ = fs::remove_file(ws.join("d-other"));
+    let _ = fs::rename(ws.join("d-other"), ws.join("d"));
     let path = paths.resolve_for_write("d/x.txt").unwrap();
     disk.write_atomic(&path, b"inside\n", None).unwrap();
     assert_eq!(disk.read(&path).unwrap().unwrap(), b"inside\n");
