@@ -441,3 +441,39 @@ fn fettle_fix_refuses_configured_protected_paths() {
     );
     assert_eq!(fs::read_to_string(ws.join("Makefile")).unwrap(), "all:\n");
 }
+
+#[test]
+fn fettle_fix_symlinks_inside_the_workspace_keep_working() {
+    let (tmp, ws, _outside) = workspace();
+    let cache = tmp.path().join("cache");
+    fs::create_dir_all(ws.join("src")).unwrap();
+    fs::write(ws.join("src/a.py"), "A = 'through the link'\n").unwrap();
+    std::os::unix::fs::symlink("src", ws.join("lib")).unwrap();
+    std::os::unix::fs::symlink(ws.join("src/a.py"), ws.join("abs-link.py")).unwrap();
+    let responses = vec![
+        turn(vec![
+            MockToolCall::new("read_file", json!({ "path": "lib/a.py" })),
+            MockToolCall::new("read_file", json!({ "path": "abs-link.py" })),
+            MockToolCall::new(
+                "write_file",
+                json!({ "path": "lib/b.py", "content": "B = 1\n" }),
+            ),
+        ]),
+        ScriptedResponse::text("Done."),
+    ];
+    let run = fix(&ws, &cache, responses, "commands = \"never\"\n");
+    assert_eq!(run.bodies.len(), 2, "{:#}", run.result);
+    assert_eq!(
+        run.bodies[1]
+            .matches(r#"source=\"read_file\">\n1│ A = 'through the link'"#)
+            .count(),
+        2,
+        "{}",
+        run.bodies[1]
+    );
+    assert_eq!(fs::read_to_string(ws.join("src/b.py")).unwrap(), "B = 1\n");
+    assert!(fs::symlink_metadata(ws.join("lib"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
