@@ -15,7 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::agent::fsutil::{file_mode, sync_dir, write_atomic};
+use crate::agent::confined::Confined;
+use crate::agent::fsutil::{sync_dir, write_atomic};
 
 mod judge;
 mod tree_state;
@@ -302,17 +303,34 @@ impl Checkpoint {
         if self.entry(path).is_some() {
             return Ok(());
         }
+        let read = self.workspace()?.read_with_metadata(path)?;
+        let original = read
+            .as_ref()
+            .map(|(bytes, meta)| (bytes.as_slice(), mode_bits(meta)));
+        self.record_original(path, original, buffer)
+    }
+
+    /// [`record`](Self::record) with the file's bytes and mode as the
+    /// caller read them (`None`: it does not exist), so that the workspace
+    /// is read once, through the caller's confined handle.
+    pub fn record_original(
+        &mut self,
+        path: &Path,
+        original: Option<(&[u8], u32)>,
+        buffer: Option<&str>,
+    ) -> io::Result<()> {
+        check_absolute(path)?;
+        if self.entry(path).is_some() {
+            return Ok(());
+        }
         let index = self.manifest.files.len();
-        let (blob, mode, existing_ancestor) = match fs::read(path) {
-            Ok(bytes) => {
+        let (blob, mode, existing_ancestor) = match original {
+            Some((bytes, mode)) => {
                 let name = index.to_string();
-                write_atomic(&self.blob_path(&name), &bytes, Some(BLOB_MODE))?;
-                (Some(name), file_mode(path)?, None)
+                write_atomic(&self.blob_path(&name), bytes, Some(BLOB_MODE))?;
+                (Some(name), Some(mode), None)
             }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                (None, None, nearest_existing_ancestor(path))
-            }
-            Err(err) => return Err(err),
+            None => (None, None, nearest_existing_ancestor(path)),
         };
         let buffer_blob = match buffer {
             Some(text) => {
@@ -409,11 +427,12 @@ impl Checkpoint {
         buffer: &dyn Fn(&Path) -> Option<String>,
     ) -> io::Result<RestoreReport> {
         let mut report = RestoreReport::default();
+        let disk = self.workspace()?;
         // Newest first: a directory created for a later file is emptied
         // before an earlier one is considered.
         for entry in self.manifest.files.iter().rev() {
             let path = entry.path.clone();
-            match self.restore_entry(entry, force, buffer(&path).as_deref()) {
+            match self.restore_entry(&disk, entry, force, buffer(&path).as_deref()) {
                 Ok(Outcome::Restored) => report.restored.push(path),
                 Ok(Outcome::Removed) => report.removed.push(path),
                 Ok(Outcome::Skipped(why)) => report.skipped.push((path, why)),
@@ -436,6 +455,13 @@ impl Checkpoint {
         self.save()
     }
 
+    /// The workspace's root handle: undo reads and writes through it like
+    /// the task did. Hard links are allowed here: nothing read reaches a
+    /// model, and a write replaces the name, never the other link's bytes.
+    fn workspace(&self) -> io::Result<Confined> {
+        Ok(Confined::open_root(&self.manifest.root)?.allow_hardlinks(true))
+    }
+
     fn original_bytes(&self, entry: &Entry) -> io::Result<Option<Vec<u8>>> {
         match &entry.blob {
             Some(name) => Ok(Some(fs::read(self.blob_path(name))?)),
@@ -445,12 +471,13 @@ impl Checkpoint {
 
     fn restore_entry(
         &self,
+        disk: &Confined,
         entry: &Entry,
         force: bool,
         buffer: Option<&str>,
     ) -> io::Result<Outcome> {
         let path = &entry.path;
-        let current = read_optional(path)?;
+        let current = disk.read(path)?;
         let original = self.original_bytes(entry)?;
         if let Some(why) = judge::skip_reason(&judge::Facts {
             result: entry.result.as_ref(),
@@ -465,14 +492,19 @@ impl Checkpoint {
         }
         match original {
             Some(bytes) => {
-                let same_mode = entry.mode.is_none() || file_mode(path)? == entry.mode;
+                let mode = match disk.metadata(path) {
+                    Ok(meta) => Some(mode_bits(&meta)),
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => None,
+                    Err(err) => return Err(err),
+                };
+                let same_mode = entry.mode.is_none() || mode == entry.mode;
                 if current.as_deref() != Some(bytes.as_slice()) || !same_mode {
-                    write_atomic(path, &bytes, entry.mode)?;
+                    disk.write_atomic(path, &bytes, entry.mode)?;
                 }
                 Ok(Outcome::Restored)
             }
             None => {
-                remove_file_and_dirs(path, entry.existing_ancestor.as_deref())?;
+                remove_created(disk, path, entry.existing_ancestor.as_deref())?;
                 Ok(Outcome::Removed)
             }
         }
@@ -552,6 +584,33 @@ fn remove_file_and_dirs(path: &Path, stop: Option<&Path>) -> io::Result<()> {
         sync_dir(parent.ancestors().find(|a| a.exists()).unwrap_or(stop));
     }
     Ok(())
+}
+
+/// [`remove_file_and_dirs`] through the workspace's root handle.
+fn remove_created(disk: &Confined, path: &Path, stop: Option<&Path>) -> io::Result<()> {
+    match disk.remove(path) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+        Err(err) => return Err(err),
+    }
+    let Some(stop) = stop else { return Ok(()) };
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d == stop || !d.starts_with(stop) {
+            break;
+        }
+        // Fails on a non-empty directory: someone else's files are there.
+        if disk.remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+fn mode_bits(meta: &fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o7777
 }
 
 fn nearest_existing_ancestor(path: &Path) -> Option<PathBuf> {

@@ -7,6 +7,7 @@
 
 pub mod cancel;
 pub mod checkpoint;
+pub mod confined;
 pub mod edit;
 pub mod exec;
 pub mod fsutil;

@@ -9,14 +9,14 @@ use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-/// Directory names the agent never writes into (anywhere in the tree:
-/// submodules have their own).
-const PROTECTED_DIRS: &[&str] = &[".git"];
+use super::protected::Protected;
 
 /// The workspace root, canonical, and the path checks against it.
 #[derive(Clone, Debug)]
 pub struct WorkspacePaths {
     root: PathBuf,
+    /// What writes are refused (`.git/`, `fettle.toml`, the test script…).
+    protected: Protected,
 }
 
 /// Why a path was refused. `Display` is the message shown to the model.
@@ -41,10 +41,12 @@ pub enum PathError {
         given: String,
         link: PathBuf,
     },
-    /// Inside `.git` (writes only).
+    /// A protected path (writes only): see [`Protected`].
     Protected {
         given: String,
-        dir: &'static str,
+        /// The entry that matched (`.git/`, `fettle.toml`, `run_tests.sh`).
+        entry: String,
+        reason: &'static str,
     },
     /// An existing directory where a file is needed (writes only).
     IsDirectory {
@@ -96,11 +98,25 @@ impl fmt::Display for PathError {
                  it cannot be used",
                 link.display()
             ),
-            PathError::Protected { given, dir } => write!(
-                f,
-                "\"{given}\" is inside {dir}/, which the agent must not modify; \
-                 edit the project's files instead"
-            ),
+            PathError::Protected {
+                given,
+                entry,
+                reason,
+            } => {
+                if entry.ends_with('/') {
+                    write!(
+                        f,
+                        "\"{given}\" is inside {entry}, which the agent must not modify: {reason}; \
+                         edit the project's files instead"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "\"{given}\" is protected ({entry}), the agent must not modify it: {reason}; \
+                         edit the project's files instead"
+                    )
+                }
+            }
             PathError::IsDirectory { given } => write!(
                 f,
                 "\"{given}\" is a directory; give the path of a file"
@@ -117,7 +133,15 @@ impl WorkspacePaths {
     /// between canonical paths.
     pub fn new(root: impl AsRef<Path>) -> io::Result<Self> {
         let root = std::fs::canonicalize(root.as_ref())?;
-        Ok(Self { root })
+        let protected = Protected::new(&root, &[], None);
+        Ok(Self { root, protected })
+    }
+
+    /// Refuses writes to `protected` (the built-in entries, the test
+    /// command's files, `agent.protected_paths`) instead of the built-ins.
+    pub fn with_protected(mut self, protected: Protected) -> Self {
+        self.protected = protected;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -183,33 +207,35 @@ impl WorkspacePaths {
     }
 
     /// Like [`resolve`](Self::resolve), and also refuses paths the agent
-    /// must not write: anything in `.git/` and existing directories.
+    /// must not write (see [`Protected`]) and existing directories.
     pub fn resolve_for_write(&self, given: &str) -> Result<PathBuf, PathError> {
         let resolved = self.resolve(given)?;
-        if let Ok(inside) = resolved.strip_prefix(&self.root) {
-            for part in inside.components() {
-                let Component::Normal(name) = part else {
-                    continue;
-                };
-                let name = name.to_string_lossy();
-                // Case-insensitive: `.GIT` is the same directory on macOS.
-                if let Some(dir) = PROTECTED_DIRS
-                    .iter()
-                    .find(|d| d.eq_ignore_ascii_case(&name))
-                {
-                    return Err(PathError::Protected {
-                        given: given.to_owned(),
-                        dir,
-                    });
-                }
-            }
-        }
+        self.check_writable(given, &resolved)?;
         if resolved.is_dir() {
             return Err(PathError::IsDirectory {
                 given: given.to_owned(),
             });
         }
         Ok(resolved)
+    }
+
+    /// Refuses a path that is protected, by the name given (a symlink
+    /// named `fettle.toml`) or by the real path (a symlink to `.git/hooks`).
+    pub fn check_writable(&self, given: &str, resolved: &Path) -> Result<(), PathError> {
+        let lexical = lexical(&self.root.join(given));
+        for path in [resolved, lexical.as_path()] {
+            let Ok(inside) = path.strip_prefix(&self.root) else {
+                continue;
+            };
+            if let Some(hit) = self.protected.check(inside) {
+                return Err(PathError::Protected {
+                    given: given.to_owned(),
+                    entry: hit.entry,
+                    reason: hit.reason,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// `abs` relative to the root with forward slashes (`"."` for the root
@@ -253,6 +279,11 @@ fn split_existing(path: &Path) -> (PathBuf, PathBuf) {
 /// Whether `path`, with `..` applied lexically (ignoring symlinks), stays
 /// under `root`: if so and the real path does not, a symlink led out.
 fn lexically_inside(path: &Path, root: &Path) -> bool {
+    lexical(path).starts_with(root)
+}
+
+/// `path` with `.` and `..` applied lexically (ignoring symlinks).
+fn lexical(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for part in path.components() {
         match part {
@@ -263,7 +294,7 @@ fn lexically_inside(path: &Path, root: &Path) -> bool {
             other => out.push(other.as_os_str()),
         }
     }
-    out.starts_with(root)
+    out
 }
 
 /// `path` relative to `root` with forward slashes (`"."` for the root

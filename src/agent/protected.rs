@@ -23,6 +23,8 @@ pub const PROTECTED_AT_ROOT: &[&str] = &["fettle.toml", ".fettle/"];
 pub struct Protected {
     /// Root-relative paths with `/` separators; directories end in `/`.
     entries: Vec<String>,
+    /// Those of `entries` the test command names (for the message).
+    test_files: Vec<String>,
 }
 
 /// Why a path is protected, for messages.
@@ -43,12 +45,16 @@ impl Protected {
                 entries.push(norm);
             }
         }
-        if let Some(command) = test_command {
-            entries.extend(test_command_files(root, command));
-        }
+        let test_files = test_command
+            .map(|command| test_command_files(root, command))
+            .unwrap_or_default();
+        entries.extend(test_files.iter().cloned());
         entries.sort();
         entries.dedup();
-        Self { entries }
+        Self {
+            entries,
+            test_files,
+        }
     }
 
     /// Whether `relative` (workspace-relative, `/` or platform separators)
@@ -81,7 +87,7 @@ impl Protected {
             if hit {
                 return Some(ProtectedMatch {
                     entry: entry.clone(),
-                    reason: reason_for(entry),
+                    reason: self.reason_for(entry),
                 });
             }
         }
@@ -93,6 +99,16 @@ impl Protected {
     /// [`PROTECTED_DIR_NAMES`].
     pub fn entries(&self) -> &[String] {
         &self.entries
+    }
+
+    fn reason_for(&self, entry: &str) -> &'static str {
+        if PROTECTED_AT_ROOT.contains(&entry) {
+            "Fettle's own configuration"
+        } else if self.test_files.iter().any(|t| t == entry) {
+            "the test command runs it to verify the work"
+        } else {
+            "listed in agent.protected_paths"
+        }
     }
 
     /// The entries as absolute paths under `root` that exist, plus `root/.git`
@@ -111,14 +127,6 @@ impl Protected {
         out.sort();
         out.dedup();
         out
-    }
-}
-
-fn reason_for(entry: &str) -> &'static str {
-    if PROTECTED_AT_ROOT.contains(&entry) {
-        "Fettle's own configuration"
-    } else {
-        "a protected path (the test command's script, or agent.protected_paths)"
     }
 }
 

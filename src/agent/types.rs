@@ -25,6 +25,10 @@ pub struct TaskSpec {
     pub budget: Budget,
     pub command_policy: CommandPolicy,
     pub allow_env: Vec<String>,
+    /// `agent.protected_paths`: refused to file tools, beyond the built-ins.
+    pub protected_paths: Vec<String>,
+    /// `agent.allow_hardlinks`: file tools may use files with several links.
+    pub allow_hardlinks: bool,
     pub test_timeout: Duration,
     pub command_timeout: Duration,
     /// Resource limits for tests and commands.
@@ -53,6 +57,8 @@ impl TaskSpec {
             },
             command_policy: config.commands,
             allow_env: config.allow_env.clone(),
+            protected_paths: config.protected_paths.clone(),
+            allow_hardlinks: config.allow_hardlinks,
             test_timeout: Duration::from_secs(config.test_timeout_s),
             command_timeout: Duration::from_secs(config.command_timeout_s),
             limits: crate::agent::exec::Limits {

@@ -3,13 +3,10 @@
 //! (unless they force it). What the checkpoint records to know it lives
 //! here too.
 
-use std::fs;
 use std::io;
 use std::path::Path;
 
-use super::{
-    file_mode, not_recorded, read_optional, sha256_hex, write_atomic, Checkpoint, Left, BLOB_MODE,
-};
+use super::{mode_bits, not_recorded, sha256_hex, write_atomic, Checkpoint, Left, BLOB_MODE};
 
 impl Checkpoint {
     /// Why undo must leave `path` alone (`None`: it may restore it): the
@@ -24,7 +21,7 @@ impl Checkpoint {
         let Some(entry) = self.entry(path) else {
             return Ok(None);
         };
-        let current = read_optional(path)?;
+        let current = self.workspace()?.read(path)?;
         let original = self.original_bytes(entry)?;
         Ok(skip_reason(&Facts {
             result: entry.result.as_ref(),
@@ -62,14 +59,13 @@ impl Checkpoint {
         let Some(index) = self.manifest.files.iter().position(|e| e.path == path) else {
             return self.record(path, buffer);
         };
-        let (blob, mode) = match fs::read(path) {
-            Ok(bytes) => {
+        let (blob, mode) = match self.workspace()?.read_with_metadata(path)? {
+            Some((bytes, meta)) => {
                 let name = index.to_string();
                 write_atomic(&self.blob_path(&name), &bytes, Some(BLOB_MODE))?;
-                (Some(name), file_mode(path)?)
+                (Some(name), Some(mode_bits(&meta)))
             }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => (None, None),
-            Err(err) => return Err(err),
+            None => (None, None),
         };
         let buffer_blob = match buffer {
             Some(text) => {

@@ -7,12 +7,13 @@ mod buffers;
 
 use std::collections::BTreeMap;
 use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::agent::checkpoint::{Checkpoint, CheckpointStore};
+use crate::agent::confined::{Confined, Refusal};
 use crate::agent::edit::{plan_step, FileOp, OpReport};
-use crate::agent::fsutil;
 use crate::agent::host::{BufferEdit, Host};
 use crate::agent::paths::WorkspacePaths;
 use crate::agent::types::EditorNote;
@@ -29,6 +30,9 @@ pub type TreeBytes = BTreeMap<PathBuf, Option<Vec<u8>>>;
 
 pub struct Files {
     pub paths: WorkspacePaths,
+    /// The workspace root's handle: every disk access of the task goes
+    /// through it, confined by the kernel (`paths` is the friendly check).
+    disk: Confined,
     host: Arc<dyn Host>,
     store: CheckpointStore,
     checkpoint: Option<Checkpoint>,
@@ -53,6 +57,7 @@ pub struct Files {
 impl Files {
     pub fn new(
         paths: WorkspacePaths,
+        disk: Confined,
         host: Arc<dyn Host>,
         store: CheckpointStore,
         task_id: String,
@@ -61,6 +66,7 @@ impl Files {
     ) -> Self {
         Self {
             paths,
+            disk,
             host,
             store,
             checkpoint: None,
@@ -85,8 +91,8 @@ impl Files {
         if let Some(text) = self.host.buffer(path) {
             return Ok(Some(text));
         }
-        match std::fs::read(path) {
-            Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+        match self.read_disk(path)? {
+            Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
@@ -95,8 +101,39 @@ impl Files {
                     ),
                 )
             }),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(err) => Err(err),
+            None => Ok(None),
+        }
+    }
+
+    /// The bytes on disk (`Ok(None)`: no such file), read through the
+    /// root's handle. A path that is not the real one (through a symlink
+    /// inside the workspace) is resolved and checked again first.
+    pub fn read_disk(&self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        match self.disk.read(path) {
+            Err(err) if matches!(Refusal::of(&err), Some(Refusal::Symlink { .. })) => {
+                match self.paths.resolve(&self.paths.relative(path)) {
+                    Ok(real) if real != path => self.disk.read(&real),
+                    _ => Err(self.explain(path, err)),
+                }
+            }
+            other => other.map_err(|err| self.explain(path, err)),
+        }
+    }
+
+    /// `read_disk` for callers that treat unreadable as absent.
+    pub fn bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        self.read_disk(path).ok().flatten()
+    }
+
+    /// A path the kernel refused because a symlink appeared on it: the
+    /// friendly check's message when it now refuses the path too.
+    fn explain(&self, path: &Path, err: io::Error) -> io::Error {
+        if !matches!(Refusal::of(&err), Some(Refusal::Symlink { .. })) {
+            return err;
+        }
+        match self.paths.resolve(&self.paths.relative(path)) {
+            Err(why) => io::Error::new(io::ErrorKind::PermissionDenied, why.to_string()),
+            Ok(_) => err,
         }
     }
 
@@ -165,6 +202,15 @@ impl Files {
     /// Writes `new` to `path` (through the editor when it is open there, and
     /// on disk, where the tests read it), checkpointing the file first.
     async fn put(&mut self, path: &Path, old: Option<&str>, new: &str) -> Result<(), PutError> {
+        // The tools checked already; this is every write's own guard.
+        self.paths
+            .check_writable(&self.paths.relative(path), path)
+            .map_err(|why| {
+                PutError::Io(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    why.to_string(),
+                ))
+            })?;
         if let Some(buffer) = self.host.buffer(path) {
             // Unsaved text reaches the disk only with consent, and before the
             // checkpoint takes the file's original.
@@ -180,7 +226,9 @@ impl Files {
                 match self.host.edit_buffer(path, &buffer, new).await {
                     BufferEdit::Applied => self.sync_disk(path, new).await?,
                     BufferEdit::NotOpen => {
-                        fsutil::write_atomic(path, new.as_bytes(), None).map_err(PutError::Io)?;
+                        self.disk
+                            .write_atomic(path, new.as_bytes(), None)
+                            .map_err(|err| PutError::Io(self.explain(path, err)))?;
                         new.as_bytes().to_vec()
                     }
                     BufferEdit::Changed => return Err(PutError::Changed),
@@ -188,7 +236,9 @@ impl Files {
                 }
             }
             None => {
-                fsutil::write_atomic(path, new.as_bytes(), None).map_err(PutError::Io)?;
+                self.disk
+                            .write_atomic(path, new.as_bytes(), None)
+                            .map_err(|err| PutError::Io(self.explain(path, err)))?;
                 new.as_bytes().to_vec()
             }
         };
@@ -202,6 +252,12 @@ impl Files {
         if self.originals.contains_key(path) {
             return Ok(());
         }
+        // Read first: a file the confined read refuses (a hard link, a
+        // symlink that appeared) is not checkpointed nor written.
+        let before = self
+            .disk
+            .read_with_metadata(path)
+            .map_err(|err| PutError::Io(self.explain(path, err)))?;
         let buffer = self.host.buffer(path);
         if self.checkpoint.is_none() {
             // Undo reaches back this many tasks per workspace.
@@ -217,15 +273,14 @@ impl Files {
                     .map_err(PutError::Io)?,
             ),
         };
+        let original = before
+            .as_ref()
+            .map(|(bytes, meta)| (bytes.as_slice(), meta.permissions().mode() & 0o7777));
         checkpoint
-            .record(path, buffer.as_deref())
+            .record_original(path, original, buffer.as_deref())
             .map_err(PutError::Io)?;
-        let before = match std::fs::read(path) {
-            Ok(bytes) => Some(bytes),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
-            Err(err) => return Err(PutError::Io(err)),
-        };
-        self.originals.insert(path.to_path_buf(), before);
+        self.originals
+            .insert(path.to_path_buf(), before.map(|(bytes, _)| bytes));
         self.touched.push(path.to_path_buf());
         Ok(())
     }
@@ -244,7 +299,7 @@ impl Files {
     pub fn capture(&self) -> TreeBytes {
         self.touched
             .iter()
-            .map(|p| (p.clone(), std::fs::read(p).ok()))
+            .map(|p| (p.clone(), self.bytes(p)))
             .collect()
     }
 
@@ -263,7 +318,7 @@ impl Files {
                 .or_else(|| self.originals.get(&path))
                 .cloned()
                 .flatten();
-            let current = std::fs::read(&path).ok();
+            let current = self.bytes(&path);
             if current == target {
                 continue;
             }
@@ -290,7 +345,9 @@ impl Files {
                     let written = match written {
                         Some(written) => written,
                         None => {
-                            fsutil::write_atomic(&path, &bytes, None)?;
+                            self.disk
+                                .write_atomic(&path, &bytes, None)
+                                .map_err(|err| self.explain(&path, err))?;
                             bytes
                         }
                     };
@@ -298,7 +355,7 @@ impl Files {
                         .map_err(PutError::into_io)?;
                 }
                 None => {
-                    match std::fs::remove_file(&path) {
+                    match self.disk.remove(&path) {
                         Ok(()) => {}
                         Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                         Err(err) => return Err(err),
@@ -317,7 +374,7 @@ impl Files {
     pub fn changed_files(&self) -> Vec<PathBuf> {
         self.touched
             .iter()
-            .filter(|p| std::fs::read(p).ok() != self.originals.get(*p).cloned().flatten())
+            .filter(|p| self.bytes(p) != self.originals.get(*p).cloned().flatten())
             .cloned()
             .collect()
     }
@@ -327,7 +384,7 @@ impl Files {
         let mut out = String::new();
         for path in self.changed_files() {
             let before = self.originals.get(&path).cloned().flatten();
-            let after = std::fs::read(&path).ok();
+            let after = self.bytes(&path);
             out.push_str(&super::diff::unified(
                 &self.paths.relative(&path),
                 before.as_deref(),

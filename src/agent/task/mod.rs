@@ -22,8 +22,10 @@ use serde_json::json;
 
 use super::cancel::Cancel;
 use super::checkpoint::CheckpointStore;
+use super::confined::Confined;
 use super::host::Host;
 use super::paths::WorkspacePaths;
+use super::protected::Protected;
 use super::redact::Redactor;
 use super::types::{EventKind, TaskEvent, TaskResult, TaskSpec, Tokens};
 use crate::index::WorkspaceIndex;
@@ -60,8 +62,26 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: Cancel) -> TaskResul
             return TaskResult::failed(&spec.id, why);
         }
     };
+    // The root's handle, opened once: every file access of the task is
+    // confined by the kernel below it (the path checks are the friendly part).
+    let disk = match Confined::open_root(paths.root()) {
+        Ok(disk) => disk.allow_hardlinks(spec.allow_hardlinks),
+        Err(err) => {
+            let why = format!(
+                "The workspace {} cannot be opened: {err}",
+                spec.root.display()
+            );
+            return TaskResult::failed(&spec.id, why);
+        }
+    };
+    let protected = Protected::new(
+        paths.root(),
+        &spec.protected_paths,
+        spec.test_command.as_deref(),
+    );
     let files = Files::new(
-        paths,
+        paths.with_protected(protected),
+        disk,
         env.host.clone(),
         env.store,
         spec.id.clone(),

@@ -241,7 +241,7 @@ impl Task {
     fn report_edits(&mut self, before: &super::files::TreeBytes) {
         for path in self.files.touched.clone() {
             let old = before.get(&path).cloned().flatten();
-            let new = std::fs::read(&path).ok();
+            let new = self.files.bytes(&path);
             if old == new {
                 continue;
             }

@@ -14,7 +14,6 @@ use std::path::Path;
 use serde_json::json;
 
 use super::{Files, PutError};
-use crate::agent::fsutil;
 use crate::agent::types::{EditorNote, EventKind, TaskEvent};
 use crate::config::UnsavedBuffers;
 
@@ -126,7 +125,9 @@ impl Files {
         } else if let Some((_, why)) = outcome.failed.iter().find(|(p, _)| p == path) {
             tracing::debug!(path = %path.display(), why, "the editor did not save; writing the file");
         }
-        fsutil::write_atomic(path, text.as_bytes(), None).map_err(PutError::Io)?;
+        self.disk
+            .write_atomic(path, text.as_bytes(), None)
+            .map_err(|err| PutError::Io(self.explain(path, err)))?;
         self.not_saved_by_editor.insert(path.to_path_buf());
         Ok(text.as_bytes().to_vec())
     }
