@@ -17,7 +17,9 @@ use sha2::{Digest, Sha256};
 
 use crate::agent::fsutil::{file_mode, sync_dir, write_atomic};
 
+mod created;
 mod tree_state;
+pub use created::DirsReport;
 pub use tree_state::TreeState;
 
 const MANIFEST: &str = "manifest.json";
@@ -84,6 +86,10 @@ pub struct RestoreReport {
     /// Files left alone, and why: changed since the task (unless `force`),
     /// or an I/O error.
     pub skipped: Vec<(PathBuf, String)>,
+    /// Directories the task created, now deleted.
+    pub removed_dirs: Vec<PathBuf>,
+    /// Directories the task created and left, and why (not empty).
+    pub kept_dirs: Vec<(PathBuf, String)>,
 }
 
 /// One task's checkpoint.
@@ -103,6 +109,10 @@ struct Manifest {
     ended_at_ns: Option<u64>,
     status: Option<String>,
     files: Vec<Entry>,
+    /// Directories the task created, in creation order (absent in
+    /// checkpoints written before Fettle recorded them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    dirs: Vec<PathBuf>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -160,8 +170,8 @@ impl CheckpointStore {
         // Strictly after every earlier task, so `latest` is exact even with
         // a coarse clock.
         let mut started = now_ns();
-        if let Some(latest) = self.latest()? {
-            started = started.max(latest.manifest.started_at_ns + 1);
+        if let Some(latest) = self.all()?.iter().map(|c| c.manifest.started_at_ns).max() {
+            started = started.max(latest + 1);
         }
         fs::create_dir_all(dir.join(BLOBS))?;
         sync_dir(&self.dir);
@@ -176,6 +186,7 @@ impl CheckpointStore {
                 ended_at_ns: None,
                 status: None,
                 files: Vec::new(),
+                dirs: Vec::new(),
             },
         };
         checkpoint.save()?;
@@ -201,11 +212,13 @@ impl CheckpointStore {
         Ok(Checkpoint { dir, manifest })
     }
 
-    /// The most recently begun task, if any.
+    /// The most recently begun task that recorded something, if any (a
+    /// task still running may not have changed anything yet).
     pub fn latest(&self) -> io::Result<Option<Checkpoint>> {
         Ok(self
             .all()?
             .into_iter()
+            .filter(|c| !c.is_empty())
             .max_by_key(|c| c.manifest.started_at_ns))
     }
 
@@ -407,6 +420,9 @@ impl Checkpoint {
         report.restored.reverse();
         report.removed.reverse();
         report.skipped.reverse();
+        let dirs = self.remove_created_dirs();
+        report.removed_dirs = dirs.removed;
+        report.kept_dirs = dirs.kept;
         Ok(report)
     }
 
@@ -450,7 +466,13 @@ impl Checkpoint {
                 Ok(Outcome::Restored)
             }
             None => {
-                remove_file_and_dirs(path, entry.existing_ancestor.as_deref())?;
+                // Checkpoints that record the created directories remove
+                // them after every file (and report the ones kept).
+                let stop = match self.manifest.dirs.is_empty() {
+                    true => entry.existing_ancestor.as_deref(),
+                    false => None,
+                };
+                remove_file_and_dirs(path, stop)?;
                 Ok(Outcome::Removed)
             }
         }

@@ -13,6 +13,9 @@ use crate::agent::fsutil;
 use crate::agent::host::{BufferEdit, Host};
 use crate::agent::paths::WorkspacePaths;
 
+mod side_effects;
+pub use side_effects::CommandEffects;
+
 /// Checkpoints of finished tasks kept per workspace.
 const KEEP_CHECKPOINTS: usize = 20;
 
@@ -38,6 +41,8 @@ pub struct Files {
     original_buffers: BTreeMap<PathBuf, String>,
     /// Files the task actually wrote (not only checkpointed).
     written: std::collections::BTreeSet<PathBuf>,
+    /// What commands changed, and the directories the task created.
+    effects: side_effects::Effects,
 }
 
 impl Files {
@@ -59,6 +64,7 @@ impl Files {
             originals: BTreeMap::new(),
             original_buffers: BTreeMap::new(),
             written: Default::default(),
+            effects: Default::default(),
         }
     }
 
@@ -165,6 +171,7 @@ impl Files {
                 BufferEdit::Failed(reason) => return Err(PutError::Editor(reason)),
             }
         }
+        self.record_new_dirs(path).map_err(PutError::Io)?;
         fsutil::write_atomic(path, new.as_bytes(), None).map_err(PutError::Io)?;
         self.after_write(path, new.as_bytes())?;
         Ok(())
@@ -274,7 +281,8 @@ impl Files {
                             tracing::warn!(path = %path.display(), ?outcome, "editor did not take the rollback; the file on disk is restored");
                         }
                     }
-                    fsutil::write_atomic(&path, &bytes, None)?;
+                    let mode = self.prepare_restore(&path, &bytes)?;
+                    fsutil::write_atomic(&path, &bytes, mode)?;
                     self.after_write(&path, &bytes).map_err(PutError::into_io)?;
                 }
                 None => {
@@ -290,6 +298,7 @@ impl Files {
             }
             changed.push(path);
         }
+        self.remove_created_dirs();
         Ok(changed)
     }
 
@@ -323,6 +332,7 @@ impl Files {
                 tracing::warn!(%err, "could not mark the checkpoint finished");
             }
         }
+        self.finish_effects();
     }
 }
 

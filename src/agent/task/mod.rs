@@ -31,7 +31,7 @@ use crate::model::{Message, Model};
 
 use check::{CheckSettings, Verification};
 use explain::{Attempt, StopCause};
-use files::{Files, TreeBytes};
+use files::{CommandEffects, Files, TreeBytes};
 
 /// Malformed answers (e.g. tool arguments that are not JSON) the model may
 /// send in a row before the task stops.
@@ -86,6 +86,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: Cancel) -> TaskResul
         last_text: String::new(),
         restore_note: None,
         reflection: None,
+        command_note: None,
     };
     task.run().await
 }
@@ -112,6 +113,9 @@ pub(crate) struct Task {
     restore_note: Option<String>,
     /// The model's own account when it ran out of attempts.
     reflection: Option<String>,
+    /// What the last verification's test command changed in the workspace,
+    /// for the model's next message.
+    command_note: Option<String>,
 }
 
 impl Task {
@@ -133,7 +137,10 @@ impl Task {
             return self.finish(StopCause::Success, Some(&baseline)).await;
         }
         let mut best: (check::Score, Option<TreeBytes>) = (baseline.score, None);
-        let first = self.first_message(&baseline);
+        let mut first = self.first_message(&baseline);
+        if let Some(note) = self.command_note.take() {
+            first.push_str(&format!("\n{note}\n"));
+        }
         self.push(Message::system(prompt::SYSTEM_PROMPT));
         self.push(Message::user(first));
 
@@ -284,6 +291,11 @@ impl Task {
     }
 
     async fn verify(&mut self) -> Result<Verification, StopCause> {
+        let tests = self.spec.test_command.is_some();
+        let before = match tests {
+            true => self.files.before_command().await,
+            false => None,
+        };
         let mut checked = self.files.touched.clone();
         if let Some(focus) = &self.spec.focus {
             if !checked.contains(&focus.path) {
@@ -309,6 +321,11 @@ impl Task {
         let files = &self.files;
         let read = |p: &std::path::Path| files.text(p);
         let result = check::verify(&settings, &checked, &read, &self.cancel).await;
+        if tests {
+            // Even when cancelled: what the tests changed is undone with the rest.
+            let effects = self.files.after_command(before).await;
+            self.command_note = self.command_effects(&effects, "The test command");
+        }
         if self.cancel.is_cancelled() {
             return Err(StopCause::Cancelled);
         }
@@ -353,6 +370,25 @@ impl Task {
             text,
             data,
         });
+    }
+
+    /// Tells the user (an event) what a command changed in the workspace;
+    /// returns the same for the model.
+    fn command_effects(&self, effects: &CommandEffects, who: &str) -> Option<String> {
+        let text = effects.describe(who)?;
+        let changes: Vec<serde_json::Value> = effects
+            .changes
+            .iter()
+            .map(|(path, change, lost)| {
+                json!({ "path": path, "change": change.as_str(), "restorable": lost.is_none() })
+            })
+            .collect();
+        self.event(
+            EventKind::Status,
+            text.clone(),
+            json!({ "commandChanges": changes }),
+        );
+        Some(text)
     }
 
     fn status(&self, text: &str) {
@@ -409,6 +445,10 @@ impl Task {
             out.push_str(note);
             out.push('\n');
         }
+        if let Some(note) = &self.command_note {
+            out.push_str(note);
+            out.push('\n');
+        }
         out.push_str("Read the failures, fix the code, and end your turn when done.");
         out
     }
@@ -432,6 +472,14 @@ impl Task {
         };
         let kept_best = best.1.is_some();
         self.attempts_restored(restored, kept_best, best.0);
+        if let Some(note) = self.files.take_kept_dirs_note() {
+            self.status(&note);
+            let text = match self.restore_note.take() {
+                Some(text) => format!("{text} {note}"),
+                None => note,
+            };
+            self.restore_note = Some(text);
+        }
         if matches!(cause, StopCause::Iterations | StopCause::ToolCalls) {
             self.reflect().await;
         }
@@ -508,6 +556,10 @@ impl Task {
                 .is_some_and(|o| o.timed_out),
         });
         self.files.finish(status.as_str());
+        let summary = match self.files.unrestorable_note() {
+            Some(note) => format!("{summary}\n\n{note}"),
+            None => summary,
+        };
         let result = TaskResult {
             task_id: self.spec.id.clone(),
             status,
