@@ -170,8 +170,8 @@ impl CheckpointStore {
         // Strictly after every earlier task, so `latest` is exact even with
         // a coarse clock.
         let mut started = now_ns();
-        if let Some(latest) = self.all()?.iter().map(|c| c.manifest.started_at_ns).max() {
-            started = started.max(latest + 1);
+        if let Some(latest) = self.latest()? {
+            started = started.max(latest.manifest.started_at_ns + 1);
         }
         fs::create_dir_all(dir.join(BLOBS))?;
         sync_dir(&self.dir);
@@ -212,13 +212,11 @@ impl CheckpointStore {
         Ok(Checkpoint { dir, manifest })
     }
 
-    /// The most recently begun task that recorded something, if any (a
-    /// task still running may not have changed anything yet).
+    /// The most recently begun task, if any.
     pub fn latest(&self) -> io::Result<Option<Checkpoint>> {
         Ok(self
             .all()?
             .into_iter()
-            .filter(|c| !c.is_empty())
             .max_by_key(|c| c.manifest.started_at_ns))
     }
 

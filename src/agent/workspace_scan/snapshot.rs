@@ -50,6 +50,13 @@ enum Saved {
     },
 }
 
+enum Found {
+    /// Offset and length of the same bytes in the pack.
+    Stored((u64, u64)),
+    /// Not in the pack yet: their hash and them.
+    New([u8; 32], Vec<u8>),
+}
+
 /// What a file was when the snapshot was taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Original {
@@ -92,12 +99,12 @@ impl Snapshot {
             if stat.kind != Kind::File {
                 continue;
             }
-            let saved = match read_within(path, stat, budget, snapshot.stored_bytes) {
-                Ok(bytes) => {
-                    let hash: [u8; 32] = Sha256::digest(&bytes).into();
-                    let (offset, len) = match by_hash.get(&hash) {
-                        Some(&at) => at,
-                        None => {
+            let read = snapshot.read_new(path, stat, budget, &by_hash);
+            let saved = match read {
+                Ok(found) => {
+                    let (offset, len) = match found {
+                        Found::Stored(at) => at,
+                        Found::New(hash, bytes) => {
                             let at = (snapshot.stored_bytes, bytes.len() as u64);
                             out.write_all(&bytes)?;
                             snapshot.stored_bytes += at.1;
@@ -122,6 +129,37 @@ impl Snapshot {
         }
         out.into_inner().map_err(|e| e.into_error())?;
         Ok(snapshot)
+    }
+
+    /// `path`'s bytes, or where the pack already holds them, or why they
+    /// are not kept. The total counts distinct bytes (a duplicate costs
+    /// nothing), so files are read until the budget is spent even if they
+    /// may not fit.
+    fn read_new(
+        &self,
+        path: &Path,
+        stat: &Stat,
+        budget: Budget,
+        by_hash: &HashMap<[u8; 32], (u64, u64)>,
+    ) -> Result<Found, String> {
+        let over = || {
+            format!(
+                "the workspace holds more than Fettle's {} MiB snapshot budget, so it kept no copy",
+                budget.max_total >> 20
+            )
+        };
+        if self.stored_bytes >= budget.max_total {
+            return Err(over());
+        }
+        let bytes = read_within(path, stat, budget.max_file)?;
+        let hash: [u8; 32] = Sha256::digest(&bytes).into();
+        if let Some(&at) = by_hash.get(&hash) {
+            return Ok(Found::Stored(at));
+        }
+        if self.stored_bytes + bytes.len() as u64 > budget.max_total {
+            return Err(over());
+        }
+        Ok(Found::New(hash, bytes))
     }
 
     /// What `path` was at the snapshot, if it is still what the snapshot
@@ -174,24 +212,17 @@ impl Snapshot {
     }
 }
 
-/// `path`'s bytes if it fits the budget, else why not. Never follows a
-/// symlink swapped in since the scan.
-fn read_within(path: &Path, stat: &Stat, budget: Budget, used: u64) -> Result<Vec<u8>, String> {
-    let mib = |b: u64| b >> 20;
-    if stat.size > budget.max_file {
-        return Err(format!(
-            "it is larger than {} MiB, so Fettle kept no copy",
-            mib(budget.max_file)
-        ));
-    }
-    let over_total = || {
+/// `path`'s bytes if it is at most `max_file` long, else why not. Never
+/// follows a symlink swapped in since the scan.
+fn read_within(path: &Path, stat: &Stat, max_file: u64) -> Result<Vec<u8>, String> {
+    let too_large = || {
         format!(
-            "the workspace holds more than Fettle's {} MiB snapshot budget, so it kept no copy",
-            mib(budget.max_total)
+            "it is larger than {} MiB, so Fettle kept no copy",
+            max_file >> 20
         )
     };
-    if used + stat.size > budget.max_total {
-        return Err(over_total());
+    if stat.size > max_file {
+        return Err(too_large());
     }
     let mut file = OpenOptions::new()
         .read(true)
@@ -200,7 +231,7 @@ fn read_within(path: &Path, stat: &Stat, budget: Budget, used: u64) -> Result<Ve
         .map_err(|err| format!("it could not be read: {err}"))?;
     let mut bytes = Vec::with_capacity(usize::try_from(stat.size).unwrap_or(0));
     (&mut file)
-        .take(budget.max_file + 1)
+        .take(max_file + 1)
         .read_to_end(&mut bytes)
         .map_err(|err| format!("it could not be read: {err}"))?;
     // Changed between the scan and this read: the bytes would not match
@@ -209,15 +240,8 @@ fn read_within(path: &Path, stat: &Stat, budget: Budget, used: u64) -> Result<Ve
         Ok(meta) if Stat::of(&meta) == *stat => {}
         _ => return Err("it changed while Fettle was copying it".to_owned()),
     }
-    let len = bytes.len() as u64;
-    if len > budget.max_file {
-        return Err(format!(
-            "it is larger than {} MiB, so Fettle kept no copy",
-            mib(budget.max_file)
-        ));
-    }
-    if used + len > budget.max_total {
-        return Err(over_total());
+    if bytes.len() as u64 > max_file {
+        return Err(too_large());
     }
     Ok(bytes)
 }

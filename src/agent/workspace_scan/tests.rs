@@ -119,13 +119,13 @@ fn gitignored_files_build_dirs_and_fettle_files_are_not_scanned() {
     seen.sort();
     assert_eq!(seen, vec![".gitignore", ".hidden.cfg", "app.py", "nested"]);
     assert!(scanner.is_skipped(&root.join("node_modules/x/y.js")));
-    assert!(scanner.is_skipped(&root.join("a/__pycache__")));
+    assert!(scanner.is_skipped(&root.join("nested/__pycache__")));
     assert!(scanner.is_skipped(&root.join("store/tasks/x")));
     assert!(!scanner.is_skipped(&root.join("app.py")));
     // A *file* named like a skipped directory is the user's.
-    write(root, "build", "a file");
-    assert!(!scanner.is_skipped(&root.join("build")));
-    assert!(scanner.scan().entries.contains_key(&root.join("build")));
+    write(root, "lib/target", "a file");
+    assert!(!scanner.is_skipped(&root.join("lib/target")));
+    assert!(scanner.scan().entries.contains_key(&root.join("lib/target")));
 }
 
 #[test]

@@ -178,6 +178,23 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
             restored.push(u);
         }
     }
+    if !report.kept_dirs.is_empty() {
+        let names: Vec<String> = report
+            .kept_dirs
+            .iter()
+            .map(|(p, why)| format!("{}/ ({why})", p.display()))
+            .collect();
+        state
+            .client
+            .show_message(
+                MessageType::INFO,
+                format!(
+                    "fettle: undo kept directories the task created: {}",
+                    names.join(", ")
+                ),
+            )
+            .await;
+    }
     if !report.skipped.is_empty() {
         let names: Vec<String> = report
             .skipped
