@@ -95,10 +95,15 @@ impl Snapshot {
             not_kept: 0,
         };
         let mut by_hash: HashMap<[u8; 32], (u64, u64)> = HashMap::new();
-        for (path, stat) in &scan.entries {
-            if stat.kind != Kind::File {
-                continue;
-            }
+        // In path order: which files fit the budget does not depend on
+        // the map's order.
+        let mut files: Vec<(&PathBuf, &Stat)> = scan
+            .entries
+            .iter()
+            .filter(|(_, stat)| stat.kind == Kind::File)
+            .collect();
+        files.sort_unstable_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
+        for (path, stat) in files {
             let read = snapshot.read_new(path, stat, budget, &by_hash);
             let saved = match read {
                 Ok(found) => {
