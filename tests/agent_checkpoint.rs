@@ -420,7 +420,8 @@ fn a_file_a_command_changed_is_restored_from_its_recorded_original() {
     fs::write(&made, "made\n").unwrap();
     let mut cp = f.store.begin("t1", "goal").unwrap();
     // A command already changed them: the originals come from elsewhere.
-    cp.record_prior(&data, Some((b"{\"v\": 1}\n", 0o640))).unwrap();
+    cp.record_prior(&data, Some((b"{\"v\": 1}\n", 0o640)))
+        .unwrap();
     cp.record_result(&data, b"{\"v\": 2}\n").unwrap();
     cp.record_prior(&made, None).unwrap();
     cp.record_result(&made, b"made\n").unwrap();

@@ -78,7 +78,12 @@ pub fn copy_tree(from: &Path, to: &Path) {
 /// Every directory under `root` (minus `IGNORED` and `extra_ignored`), as
 /// relative paths: an empty one left behind shows here, not in [`snapshot`].
 pub fn dirs(root: &Path, extra_ignored: &[String]) -> std::collections::BTreeSet<String> {
-    fn walk(dir: &Path, root: &Path, ignored: &[String], out: &mut std::collections::BTreeSet<String>) {
+    fn walk(
+        dir: &Path,
+        root: &Path,
+        ignored: &[String],
+        out: &mut std::collections::BTreeSet<String>,
+    ) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -90,7 +95,12 @@ pub fn dirs(root: &Path, extra_ignored: &[String]) -> std::collections::BTreeSet
             }
             if entry.file_type().unwrap().is_dir() {
                 let path = entry.path();
-                out.insert(path.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+                out.insert(
+                    path.strip_prefix(root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
                 walk(&path, root, ignored, out);
             }
         }

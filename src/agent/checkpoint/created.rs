@@ -65,7 +65,9 @@ impl Checkpoint {
             match fs::symlink_metadata(&dir) {
                 Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
                 Err(err) => {
-                    report.kept.push((dir, format!("could not check it: {err}")));
+                    report
+                        .kept
+                        .push((dir, format!("could not check it: {err}")));
                     continue;
                 }
                 Ok(meta) if !meta.is_dir() => {

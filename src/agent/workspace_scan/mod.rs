@@ -201,7 +201,8 @@ impl Scanner {
         if parents.iter().any(|n| SKIPPED_DIRS.contains(&n.as_str())) || is_fettle_temp(last) {
             return true;
         }
-        SKIPPED_DIRS.contains(&last.as_str()) && Stat::lstat(path).is_some_and(|s| s.kind == Kind::Dir)
+        SKIPPED_DIRS.contains(&last.as_str())
+            && Stat::lstat(path).is_some_and(|s| s.kind == Kind::Dir)
     }
 
     /// The current picture. Never fails: what cannot be read is left out

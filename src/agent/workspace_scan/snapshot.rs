@@ -60,7 +60,10 @@ enum Found {
 /// What a file was when the snapshot was taken.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Original {
-    Bytes { bytes: Vec<u8>, mode: u32 },
+    Bytes {
+        bytes: Vec<u8>,
+        mode: u32,
+    },
     /// Not restorable, and why.
     NotKept(String),
 }

@@ -125,7 +125,10 @@ fn gitignored_files_build_dirs_and_fettle_files_are_not_scanned() {
     // A *file* named like a skipped directory is the user's.
     write(root, "lib/target", "a file");
     assert!(!scanner.is_skipped(&root.join("lib/target")));
-    assert!(scanner.scan().entries.contains_key(&root.join("lib/target")));
+    assert!(scanner
+        .scan()
+        .entries
+        .contains_key(&root.join("lib/target")));
 }
 
 #[test]
@@ -197,10 +200,16 @@ fn the_snapshot_keeps_bytes_within_its_budget_and_deduplicates() {
         snapshot.original(&root.join("a.txt"), &later),
         Some(Original::NotKept(_))
     ));
-    assert_eq!(snapshot.original(&root.join("new.txt"), &stat("a.txt")), None);
+    assert_eq!(
+        snapshot.original(&root.join("new.txt"), &stat("a.txt")),
+        None
+    );
     {
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(fs::metadata(&pack).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&pack).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
     snapshot.discard();
     assert!(!pack.exists());

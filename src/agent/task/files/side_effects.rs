@@ -221,7 +221,8 @@ impl Files {
             match self.checkpoint_begun() {
                 Ok(c) => Some(c.scratch_path(PACK)),
                 Err(err) => {
-                    self.effects.disabled = Some(format!("its checkpoint could not be started: {err}"));
+                    self.effects.disabled =
+                        Some(format!("its checkpoint could not be started: {err}"));
                     return None;
                 }
             }
@@ -342,19 +343,31 @@ impl Files {
         let original = match (c.change, c.before) {
             (Change::Created, _) => Ok(None),
             (_, Some(before)) if before.kind == Kind::File => {
-                match self.effects.snapshot.as_ref().and_then(|s| s.original(&c.path, &before)) {
+                match self
+                    .effects
+                    .snapshot
+                    .as_ref()
+                    .and_then(|s| s.original(&c.path, &before))
+                {
                     Some(Original::Bytes { bytes, mode }) => Ok(Some((bytes, mode))),
                     Some(Original::NotKept(why)) => Err(why),
-                    None => Err("it appeared after the task started, so its earlier content is unknown".to_owned()),
+                    None => Err(
+                        "it appeared after the task started, so its earlier content is unknown"
+                            .to_owned(),
+                    ),
                 }
             }
-            (_, Some(_)) => Err("it was not a regular file; Fettle restores regular files only".to_owned()),
+            (_, Some(_)) => {
+                Err("it was not a regular file; Fettle restores regular files only".to_owned())
+            }
             (_, None) => Ok(None),
         };
         let original = match original {
             Ok(original) => original,
             Err(why) => {
-                self.effects.unrestorable.insert(c.path.clone(), why.clone());
+                self.effects
+                    .unrestorable
+                    .insert(c.path.clone(), why.clone());
                 return Some(Err(why));
             }
         };
@@ -366,7 +379,9 @@ impl Files {
         }
         if let Err(err) = self.adopt(&c.path, original, current.as_deref()) {
             let why = format!("it could not be checkpointed: {err}");
-            self.effects.unrestorable.insert(c.path.clone(), why.clone());
+            self.effects
+                .unrestorable
+                .insert(c.path.clone(), why.clone());
             return Some(Err(why));
         }
         Some(Ok(()))
@@ -374,11 +389,17 @@ impl Files {
 
     /// Makes `path` one of the task's files: its original as given, and
     /// what the command left there as the task's result.
-    fn adopt(&mut self, path: &Path, original: Option<(Vec<u8>, u32)>, current: Option<&[u8]>) -> io::Result<()> {
+    fn adopt(
+        &mut self,
+        path: &Path,
+        original: Option<(Vec<u8>, u32)>,
+        current: Option<&[u8]>,
+    ) -> io::Result<()> {
         self.checkpoint_begun()?
             .record_prior(path, original.as_ref().map(|(b, m)| (b.as_slice(), *m)))?;
         let mode = original.as_ref().map(|(_, m)| *m);
-        self.originals.insert(path.to_path_buf(), original.map(|(b, _)| b));
+        self.originals
+            .insert(path.to_path_buf(), original.map(|(b, _)| b));
         self.touched.push(path.to_path_buf());
         self.effects.adopted.insert(path.to_path_buf(), mode);
         self.note_result(path, current);
