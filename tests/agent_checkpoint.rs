@@ -412,3 +412,120 @@ fn prune_keeps_the_most_recent_and_unfinished_tasks() {
     left.sort();
     assert_eq!(left, ["t1", "t3", "t4"]);
 }
+
+/// Writes like the agent does since directories are recorded: the missing
+/// parents first, then the file.
+fn agent_write_new(cp: &mut fettle::agent::checkpoint::Checkpoint, root: &Path, path: &Path) {
+    let mut missing: Vec<PathBuf> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|d| *d != root && !d.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    missing.reverse();
+    cp.record(path, None).unwrap();
+    cp.record_dirs(&missing).unwrap();
+    write_atomic(path, b"x\n", None).unwrap();
+    cp.record_result(path, b"x\n").unwrap();
+}
+
+#[test]
+fn created_directories_are_recorded_and_removed_deepest_first() {
+    let f = fixture();
+    let a = f.root.join("pkg/sub/mod.py");
+    let b = f.root.join("pkg/other/deep/x.py");
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    agent_write_new(&mut cp, &f.root, &a);
+    agent_write_new(&mut cp, &f.root, &b);
+    let pkg = f.root.join("pkg");
+    assert_eq!(
+        cp.created_dirs(),
+        [
+            pkg.clone(),
+            pkg.join("sub"),
+            pkg.join("other"),
+            pkg.join("other/deep")
+        ]
+    );
+    // Durable: a re-opened checkpoint (after a crash) knows them too.
+    let cp = f.store.open("t1").unwrap();
+    let report = cp.restore(false).unwrap();
+    assert_eq!(report.removed, vec![a, b]);
+    assert!(!pkg.exists(), "no empty pkg/ left");
+    assert_eq!(report.removed_dirs.len(), 4);
+    assert_eq!(report.removed_dirs.last(), Some(&pkg), "parents last");
+    assert!(report.kept_dirs.is_empty());
+}
+
+#[test]
+fn a_created_directory_holding_user_files_is_kept_and_reported() {
+    let f = fixture();
+    let made = f.root.join("gen/sub/out.txt");
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    agent_write_new(&mut cp, &f.root, &made);
+    fs::write(f.root.join("gen/user.txt"), "mine").unwrap();
+    let report = cp.restore(false).unwrap();
+    assert!(!made.exists());
+    assert_eq!(report.removed_dirs, vec![f.root.join("gen/sub")]);
+    assert_eq!(report.kept_dirs.len(), 1, "{report:?}");
+    assert_eq!(report.kept_dirs[0].0, f.root.join("gen"));
+    assert!(report.kept_dirs[0].1.contains("not empty"), "{report:?}");
+    assert_eq!(
+        fs::read_to_string(f.root.join("gen/user.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[test]
+fn directories_outside_the_workspace_are_never_recorded() {
+    let f = fixture();
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    let outside = f.root.parent().unwrap().join("elsewhere");
+    assert!(cp.record_dirs(std::slice::from_ref(&outside)).is_err());
+    assert!(cp.record_dirs(std::slice::from_ref(&f.root)).is_err());
+    assert!(cp.record_dirs(&[PathBuf::from("relative")]).is_err());
+    assert!(cp.created_dirs().is_empty());
+}
+
+#[test]
+fn a_file_a_command_changed_is_restored_from_its_recorded_original() {
+    let f = fixture();
+    let data = f.root.join("data.json");
+    let made = f.root.join("out.txt");
+    fs::write(&data, "{\"v\": 2}\n").unwrap();
+    fs::write(&made, "made\n").unwrap();
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    // A command already changed them: the originals come from elsewhere.
+    cp.record_prior(&data, Some((b"{\"v\": 1}\n", 0o640)))
+        .unwrap();
+    cp.record_result(&data, b"{\"v\": 2}\n").unwrap();
+    cp.record_prior(&made, None).unwrap();
+    cp.record_result(&made, b"made\n").unwrap();
+    let report = cp.restore(false).unwrap();
+    assert_eq!(report.restored, vec![data.clone()]);
+    assert_eq!(report.removed, vec![made.clone()]);
+    assert_eq!(fs::read(&data).unwrap(), b"{\"v\": 1}\n");
+    assert_eq!(file_mode(&data).unwrap(), Some(0o640));
+    assert!(!made.exists());
+}
+
+#[test]
+fn a_manifest_without_directories_still_loads_and_restores() {
+    let f = fixture();
+    let nested = f.root.join("old/style.txt");
+    let mut cp = f.store.begin("t1", "goal").unwrap();
+    agent_write(&mut cp, &nested, b"x\n");
+    drop(cp);
+    // As written by a version that did not record directories.
+    let manifest = f.store.dir().join("t1/manifest.json");
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&fs::read(&manifest).unwrap()).unwrap();
+    assert!(json.get("dirs").is_none(), "no field when there are none");
+    json.as_object_mut().unwrap().remove("dirs");
+    fs::write(&manifest, serde_json::to_vec(&json).unwrap()).unwrap();
+    let cp = f.store.open("t1").unwrap();
+    assert!(cp.created_dirs().is_empty());
+    cp.restore(false).unwrap();
+    // The old way (nearest existing ancestor) still removes `old/`.
+    assert!(!f.root.join("old").exists());
+}

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agent_common::{
-    copy_tree, fettle, fettle_command, fixtures, have_pytest, snapshot, tree_diff, Mock,
+    copy_tree, dirs, fettle, fettle_command, fixtures, have_pytest, snapshot, tree_diff, Mock,
 };
 use fettle::mock::Script;
 use serde::Deserialize;
@@ -61,6 +61,11 @@ struct Expect {
     requests_lack: Vec<String>,
     #[serde(default = "yes")]
     script_consumed: bool,
+    /// Paths that must not exist after the task (nor after undo).
+    #[serde(default)]
+    absent: Vec<String>,
+    /// The result's `changedFiles`, relative and sorted.
+    changed_files: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -94,6 +99,7 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
     }
     std::fs::write(ws.join("fettle.toml"), mock.config(&scenario.config)).unwrap();
     let input = snapshot(&ws, &scenario.ignore);
+    let input_dirs = dirs(&ws, &scenario.ignore);
 
     let mut args: Vec<&str> = vec!["fix", "--json"];
     args.extend(scenario.args.iter().map(String::as_str));
@@ -174,6 +180,25 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
             )));
         }
     }
+    for rel in &expect.absent {
+        if std::fs::symlink_metadata(ws.join(rel)).is_ok() {
+            return Err(context(format!("{rel} exists after the task")));
+        }
+    }
+    if let Some(want) = &expect.changed_files {
+        let prefix = format!("{}/", ws.canonicalize().unwrap().display());
+        let mut got: Vec<String> = result["changedFiles"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|p| p.strip_prefix(&prefix).unwrap_or(p).to_owned())
+            .collect();
+        got.sort();
+        if got != *want {
+            return Err(context(format!("changedFiles {got:?}, want {want:?}")));
+        }
+    }
     let want = if expect.tree == "expected" {
         let expected = temp.path().join("expected");
         copy_tree(&dir.join("expected"), &expected);
@@ -182,6 +207,12 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
     } else {
         input.clone()
     };
+    if expect.tree != "expected" && dirs(&ws, &scenario.ignore) != input_dirs {
+        return Err(context(format!(
+            "directories after the task {:?}, want those of the input {input_dirs:?}",
+            dirs(&ws, &scenario.ignore)
+        )));
+    }
     if let Some(diff) = tree_diff(&want, &snapshot(&ws, &scenario.ignore)) {
         return Err(context(format!(
             "tree after the task differs from {}:\n{diff}",
@@ -199,6 +230,12 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
     if let Some(diff) = tree_diff(&input, &snapshot(&ws, &scenario.ignore)) {
         return Err(context(format!(
             "tree after undo differs from the input:\n{diff}"
+        )));
+    }
+    let after_undo = dirs(&ws, &scenario.ignore);
+    if after_undo != input_dirs {
+        return Err(context(format!(
+            "directories after undo {after_undo:?}, want those of the input {input_dirs:?}"
         )));
     }
     Ok(())

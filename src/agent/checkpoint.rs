@@ -18,8 +18,10 @@ use sha2::{Digest, Sha256};
 use crate::agent::confined::Confined;
 use crate::agent::fsutil::{sync_dir, write_atomic};
 
+mod created;
 mod judge;
 mod tree_state;
+pub use created::DirsReport;
 pub use tree_state::TreeState;
 
 const MANIFEST: &str = "manifest.json";
@@ -86,6 +88,10 @@ pub struct RestoreReport {
     /// Files left alone, and why: changed since the task (unless `force`),
     /// or an I/O error.
     pub skipped: Vec<(PathBuf, String)>,
+    /// Directories the task created, now deleted.
+    pub removed_dirs: Vec<PathBuf>,
+    /// Directories the task created and left, and why (not empty).
+    pub kept_dirs: Vec<(PathBuf, String)>,
 }
 
 /// One task's checkpoint.
@@ -105,6 +111,10 @@ struct Manifest {
     ended_at_ns: Option<u64>,
     status: Option<String>,
     files: Vec<Entry>,
+    /// Directories the task created, in creation order (absent in
+    /// checkpoints written before Fettle recorded them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    dirs: Vec<PathBuf>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -182,6 +192,7 @@ impl CheckpointStore {
                 ended_at_ns: None,
                 status: None,
                 files: Vec::new(),
+                dirs: Vec::new(),
             },
         };
         checkpoint.save()?;
@@ -444,6 +455,9 @@ impl Checkpoint {
         report.restored.reverse();
         report.removed.reverse();
         report.skipped.reverse();
+        let dirs = self.remove_created_dirs();
+        report.removed_dirs = dirs.removed;
+        report.kept_dirs = dirs.kept;
         Ok(report)
     }
 
@@ -504,7 +518,13 @@ impl Checkpoint {
                 Ok(Outcome::Restored)
             }
             None => {
-                remove_created(disk, path, entry.existing_ancestor.as_deref())?;
+                // Checkpoints that record the created directories remove
+                // them after every file (and report the ones kept).
+                let stop = match self.manifest.dirs.is_empty() {
+                    true => entry.existing_ancestor.as_deref(),
+                    false => None,
+                };
+                remove_created(disk, path, stop)?;
                 Ok(Outcome::Removed)
             }
         }

@@ -22,6 +22,7 @@ pub mod search;
 pub mod task;
 pub mod types;
 pub mod verify;
+pub mod workspace_scan;
 
 pub use cancel::Cancel;
 pub use task::{run_task, TaskEnv};

@@ -246,11 +246,19 @@ fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
             path.display()
         );
     }
+    for path in &report.removed_dirs {
+        eprintln!("removed {}/ (the task created it)", path.display());
+    }
+    for (path, why) in &report.kept_dirs {
+        eprintln!("kept {}/ ({why})", path.display());
+    }
     if json {
         let out = serde_json::json!({
             "taskId": checkpoint.task_id(),
             "restored": report.restored.iter().chain(report.removed.iter()).map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "skipped": report.skipped.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
+            "removedDirectories": report.removed_dirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "keptDirectories": report.kept_dirs.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
         });
         println!("{out}");
     }

@@ -75,6 +75,41 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// Every directory under `root` (minus `IGNORED` and `extra_ignored`), as
+/// relative paths: an empty one left behind shows here, not in [`snapshot`].
+pub fn dirs(root: &Path, extra_ignored: &[String]) -> std::collections::BTreeSet<String> {
+    fn walk(
+        dir: &Path,
+        root: &Path,
+        ignored: &[String],
+        out: &mut std::collections::BTreeSet<String>,
+    ) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if IGNORED.contains(&name.as_str()) || ignored.contains(&name) {
+                continue;
+            }
+            if entry.file_type().unwrap().is_dir() {
+                let path = entry.path();
+                out.insert(
+                    path.strip_prefix(root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+                walk(&path, root, ignored, out);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(root, root, extra_ignored, &mut out);
+    out
+}
+
 /// Every file under `root` (minus `IGNORED` and `extra_ignored`): relative
 /// path → (bytes, permission bits).
 pub fn snapshot(root: &Path, extra_ignored: &[String]) -> BTreeMap<String, (Vec<u8>, u32)> {

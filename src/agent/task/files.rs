@@ -19,6 +19,9 @@ use crate::agent::paths::WorkspacePaths;
 use crate::agent::types::EditorNote;
 use crate::config::UnsavedBuffers;
 
+mod side_effects;
+pub use side_effects::CommandEffects;
+
 /// Checkpoints of finished tasks kept per workspace.
 const KEEP_CHECKPOINTS: usize = 20;
 
@@ -52,6 +55,8 @@ pub struct Files {
     /// Open files whose disk Fettle wrote itself because the editor did not
     /// save them: same text, but the editor still holds them as modified.
     not_saved_by_editor: std::collections::BTreeSet<PathBuf>,
+    /// What commands changed, and the directories the task created.
+    effects: side_effects::Effects,
 }
 
 impl Files {
@@ -78,6 +83,7 @@ impl Files {
             unsaved_policy,
             left_alone: BTreeMap::new(),
             not_saved_by_editor: Default::default(),
+            effects: Default::default(),
         }
     }
 
@@ -218,6 +224,7 @@ impl Files {
         }
         self.remember(path)?;
         self.refresh_original(path)?;
+        self.record_new_dirs(path).map_err(PutError::Io)?;
         let bytes = match self.host.buffer(path) {
             Some(buffer) => {
                 if old.is_some_and(|old| old != buffer) {
@@ -324,6 +331,8 @@ impl Files {
             }
             match target {
                 Some(bytes) => {
+                    // A command may have swapped the file for a symlink.
+                    let mode = self.prepare_restore(&path, &bytes)?;
                     // The original of an open file is the user's text (their
                     // unsaved changes were saved, with consent, before the
                     // task wrote it): buffer and disk go back together.
@@ -346,7 +355,7 @@ impl Files {
                         Some(written) => written,
                         None => {
                             self.disk
-                                .write_atomic(&path, &bytes, None)
+                                .write_atomic(&path, &bytes, mode)
                                 .map_err(|err| self.explain(&path, err))?;
                             bytes
                         }
@@ -367,6 +376,7 @@ impl Files {
             }
             changed.push(path);
         }
+        self.remove_created_dirs();
         Ok(changed)
     }
 
@@ -403,6 +413,7 @@ impl Files {
                 tracing::warn!(%err, "could not mark the checkpoint finished");
             }
         }
+        self.finish_effects();
         notes
     }
 }

@@ -33,7 +33,7 @@ use crate::model::{Message, Model};
 
 use check::{CheckSettings, Verification};
 use explain::{Attempt, StopCause};
-use files::{Files, TreeBytes};
+use files::{CommandEffects, Files, TreeBytes};
 
 /// Malformed answers (e.g. tool arguments that are not JSON) the model may
 /// send in a row before the task stops.
@@ -108,6 +108,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: Cancel) -> TaskResul
         restore_note: None,
         reflection: None,
         boundary: prompt::Boundary::random(),
+        command_note: None,
     };
     task.run().await
 }
@@ -136,6 +137,9 @@ pub(crate) struct Task {
     reflection: Option<String>,
     /// The per-task tag around workspace data in the prompt.
     boundary: prompt::Boundary,
+    /// What the last verification's test command changed in the workspace,
+    /// for the model's next message.
+    command_note: Option<String>,
 }
 
 impl Task {
@@ -157,7 +161,11 @@ impl Task {
             return self.finish(StopCause::Success, Some(&baseline)).await;
         }
         let mut best: (check::Score, Option<TreeBytes>) = (baseline.score, None);
-        let first = self.first_message(&baseline);
+        let mut first = self.first_message(&baseline);
+        if let Some(note) = self.command_note.take() {
+            // It names files, which the workspace named.
+            first.push_str(&format!("\n{}\n", prompt::defuse(&note)));
+        }
         self.push(Message::system(self.boundary.system_prompt()));
         self.push(Message::user(first));
 
@@ -308,6 +316,11 @@ impl Task {
     }
 
     async fn verify(&mut self) -> Result<Verification, StopCause> {
+        let tests = self.spec.test_command.is_some();
+        let before = match tests {
+            true => self.files.before_command().await,
+            false => None,
+        };
         let mut checked = self.files.touched.clone();
         if let Some(focus) = &self.spec.focus {
             if !checked.contains(&focus.path) {
@@ -333,6 +346,11 @@ impl Task {
         let files = &self.files;
         let read = |p: &std::path::Path| files.text(p);
         let result = check::verify(&settings, &checked, &read, &self.cancel).await;
+        if tests {
+            // Even when cancelled: what the tests changed is undone with the rest.
+            let effects = self.files.after_command(before).await;
+            self.command_note = self.command_effects(&effects, "The test command");
+        }
         if self.cancel.is_cancelled() {
             return Err(StopCause::Cancelled);
         }
@@ -377,6 +395,25 @@ impl Task {
             text,
             data,
         });
+    }
+
+    /// Tells the user (an event) what a command changed in the workspace;
+    /// returns the same for the model.
+    fn command_effects(&self, effects: &CommandEffects, who: &str) -> Option<String> {
+        let text = effects.describe(who)?;
+        let changes: Vec<serde_json::Value> = effects
+            .changes
+            .iter()
+            .map(|(path, change, lost)| {
+                json!({ "path": path, "change": change.as_str(), "restorable": lost.is_none() })
+            })
+            .collect();
+        self.event(
+            EventKind::Status,
+            text.clone(),
+            json!({ "commandChanges": changes }),
+        );
+        Some(text)
     }
 
     fn status(&self, text: &str) {
@@ -435,6 +472,10 @@ impl Task {
             out.push_str(&prompt::defuse(note));
             out.push('\n');
         }
+        if let Some(note) = &self.command_note {
+            out.push_str(&prompt::defuse(note));
+            out.push('\n');
+        }
         out.push_str("Read the failures, fix the code, and end your turn when done.");
         out
     }
@@ -458,6 +499,14 @@ impl Task {
         };
         let kept_best = best.1.is_some();
         self.attempts_restored(restored, kept_best, best.0);
+        if let Some(note) = self.files.take_kept_dirs_note() {
+            self.status(&note);
+            let text = match self.restore_note.take() {
+                Some(text) => format!("{text} {note}"),
+                None => note,
+            };
+            self.restore_note = Some(text);
+        }
         if matches!(cause, StopCause::Iterations | StopCause::ToolCalls) {
             self.reflect().await;
         }
@@ -534,6 +583,10 @@ impl Task {
                 .is_some_and(|o| o.timed_out),
         });
         let editor_notes = self.files.finish(status.as_str());
+        let summary = match self.files.unrestorable_note() {
+            Some(note) => format!("{summary}\n\n{note}"),
+            None => summary,
+        };
         let result = TaskResult {
             task_id: self.spec.id.clone(),
             status,

@@ -476,7 +476,7 @@ impl Task {
             sandbox: self.spec.sandbox.as_ref(),
         };
         let spec = super::check::test_spec(&settings, command.clone());
-        let outcome = self.run_spec(&spec).await?;
+        let (outcome, changes) = self.run_spec(&spec).await?;
         let report = crate::agent::verify::parse_test_output(&outcome.output, self.files.root());
         let mut out = format!(
             "`{command}`: {}\n",
@@ -489,6 +489,9 @@ impl Task {
         } else {
             output::head_tail(&outcome.output, 6 * 1024, 150)
         });
+        if let Some(note) = changes {
+            out.push_str(&format!("\n{note}\n"));
+        }
         Ok(out)
     }
 
@@ -527,18 +530,32 @@ impl Task {
             limits: self.spec.limits,
             sandbox: self.spec.sandbox.clone(),
         };
-        let outcome = self.run_spec(&spec).await?;
+        let (outcome, changes) = self.run_spec(&spec).await?;
         // The command may have changed files: verify again before judging.
         self.dirty = true;
-        Ok(outcome.describe())
+        let mut out = outcome.describe();
+        if let Some(note) = changes {
+            out.push_str(&format!("\n{note}"));
+        }
+        Ok(out)
     }
 
-    async fn run_spec(&mut self, spec: &CommandSpec) -> Result<exec::CommandOutcome, StopCause> {
+    /// Runs a command, and takes what it changed in the workspace into the
+    /// task; the second value says so for the model.
+    async fn run_spec(
+        &mut self,
+        spec: &CommandSpec,
+    ) -> Result<(exec::CommandOutcome, Option<String>), StopCause> {
+        let before = self.files.before_command().await;
         let outcome = exec::run(spec, &self.cancel).await;
+        // Even when cancelled: what it changed is undone with the rest.
+        let effects = self.files.after_command(before).await;
+        let changes = self.command_effects(&effects, "The command");
         if self.cancel.is_cancelled() {
             return Err(StopCause::Cancelled);
         }
         outcome
+            .map(|o| (o, changes))
             .map_err(|err| StopCause::Error(format!("could not start `{}`: {err}", spec.command)))
     }
 }

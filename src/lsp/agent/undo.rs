@@ -113,6 +113,17 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
             names.join(", ")
         ));
     }
+    if !report.kept_dirs.is_empty() {
+        let names: Vec<String> = report
+            .kept_dirs
+            .iter()
+            .map(|(p, why)| format!("{}/ ({why})", rel(p)))
+            .collect();
+        message.push_str(&format!(
+            ".\nKept directories the task created: {}",
+            names.join(", ")
+        ));
+    }
     for note in &notes {
         message.push_str(&format!(".\n{note}"));
     }
