@@ -283,6 +283,9 @@ fn ordinary_text_is_left_alone() {
         // Code with long identifiers and base64 test data.
         "fn parse_configuration_with_overrides(input: &str) -> Result<ConfigurationOverrides> {\n    let encoded = \"SGVsbG8sIFdvcmxkISBUaGlzIGlzIGEgdGVzdCBzdHJpbmcu\";\n}\n".to_string(),
         format!("img = \"data:image/png;base64,{}\"\n", b64(&noise(300, 1))),
+        // A path through a module named like a secret word.
+        "    .map(|m| crate::model::tokens::estimate(&m.content) as u64)\n".to_string(),
+        "let secret_key: Key = keys::derive(&salt, \"é€\");\n".to_string(),
         // A certificate is public.
         cert,
         // A hex dump of an ordinary file.
