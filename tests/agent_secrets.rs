@@ -42,7 +42,14 @@ fn b64(bytes: &[u8]) -> String {
 fn private_key(dir: &std::path::Path) -> String {
     let path = dir.join("gen.pem");
     let made = Command::new("openssl")
-        .args(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out"])
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+        ])
         .arg(&path)
         .stderr(std::process::Stdio::null())
         .status()
@@ -52,7 +59,9 @@ fn private_key(dir: &std::path::Path) -> String {
         std::fs::remove_file(&path).unwrap();
         return text;
     }
-    let mut der = vec![0x30, 0x82, 0x04, 0xa4, 0x02, 0x01, 0x00, 0x02, 0x82, 0x01, 0x01, 0x00];
+    let mut der = vec![
+        0x30, 0x82, 0x04, 0xa4, 0x02, 0x01, 0x00, 0x02, 0x82, 0x01, 0x01, 0x00,
+    ];
     let mut x: u32 = 2463534242;
     der.extend((0..1180).map(|_| {
         x ^= x << 13;
@@ -208,7 +217,9 @@ fn a_hostile_model_gets_no_secret_from_fettle_fix() {
     for file in ["parent-environ.txt", "all-environ.txt"] {
         let read = std::fs::read(ws.join(file)).unwrap_or_default();
         if String::from_utf8_lossy(&read).contains(&api_key) {
-            leaks.push(format!("a command read the API key from Fettle's environment ({file})"));
+            leaks.push(format!(
+                "a command read the API key from Fettle's environment ({file})"
+            ));
         }
     }
     let mut everything = String::new();
@@ -240,5 +251,10 @@ fn a_hostile_model_gets_no_secret_from_fettle_fix() {
             leaks.push(format!("key material {piece:?} reached the model"));
         }
     }
-    assert!(leaks.is_empty(), "{} leaks:\n{}", leaks.len(), leaks.join("\n"));
+    assert!(
+        leaks.is_empty(),
+        "{} leaks:\n{}",
+        leaks.len(),
+        leaks.join("\n")
+    );
 }

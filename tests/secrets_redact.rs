@@ -13,7 +13,9 @@ use fettle::secrets::Redactor;
 
 /// Deterministic pseudo-random bytes.
 fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..len)
         .map(|_| {
             x ^= x << 13;
@@ -51,7 +53,9 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 
 /// A fake RSA private key (PKCS#1 DER header, random body) as PEM lines.
 fn fake_pem(seed: u64) -> Vec<String> {
-    let mut der = vec![0x30, 0x82, 0x04, 0xa4, 0x02, 0x01, 0x00, 0x02, 0x82, 0x01, 0x01, 0x00];
+    let mut der = vec![
+        0x30, 0x82, 0x04, 0xa4, 0x02, 0x01, 0x00, 0x02, 0x82, 0x01, 0x01, 0x00,
+    ];
     der.extend(noise(1180, seed));
     let mut lines = vec!["-----BEGIN RSA PRIVATE KEY-----".to_string()];
     lines.extend(wrap(&b64(&der), 64));
@@ -114,7 +118,10 @@ fn assert_values_gone(out: &str, what: &str) {
             assert!(!out.contains(core), "{what}: base64 leaked:\n{out}");
         }
         let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
-        assert!(!out.contains(&hex[2..hex.len() - 2]), "{what}: hex leaked:\n{out}");
+        assert!(
+            !out.contains(&hex[2..hex.len() - 2]),
+            "{what}: hex leaked:\n{out}"
+        );
         assert!(
             !out.contains(&hex[2..hex.len() - 2].to_uppercase()),
             "{what}: HEX leaked:\n{out}"
@@ -122,7 +129,10 @@ fn assert_values_gone(out: &str, what: &str) {
     }
     // Split by a dump's columns: a dozen characters in a row is too many.
     for piece in wrap(VALUE, 12).iter().filter(|p| p.len() == 12) {
-        assert!(!out.contains(piece.as_str()), "{what}: {piece:?} leaked:\n{out}");
+        assert!(
+            !out.contains(piece.as_str()),
+            "{what}: {piece:?} leaked:\n{out}"
+        );
     }
 }
 
@@ -131,16 +141,15 @@ fn env_values_in_every_encoding_tools_print() {
     let env = env_file();
     let redactor = redactor();
     let mut cases: Vec<(String, String)> = Vec::new();
-    for args in [
-        vec!["-w0"],
-        vec![],
-        vec!["-w", "50"],
-    ] {
+    for args in [vec!["-w0"], vec![], vec!["-w", "50"]] {
         let out = tool("base64", &args, env.as_bytes()).unwrap();
         cases.push((format!("base64 {args:?}"), out.clone()));
         // Mid-stream, at each character offset (`cut -c 2-`, …).
         for skip in 1..4 {
-            cases.push((format!("base64 {args:?} from char {skip}"), out[skip..].to_string()));
+            cases.push((
+                format!("base64 {args:?} from char {skip}"),
+                out[skip..].to_string(),
+            ));
         }
         cases.push((
             format!("base64 {args:?} URL-safe"),
@@ -174,8 +183,14 @@ fn env_values_in_every_encoding_tools_print() {
             }
         })
         .collect();
-    cases.push(("URL-encoded".into(), format!("GET /login?pw={url}&next=/ HTTP/1.1")));
-    cases.push(("URL-encoded, lower".into(), format!("pw={}", url.to_lowercase())));
+    cases.push((
+        "URL-encoded".into(),
+        format!("GET /login?pw={url}&next=/ HTTP/1.1"),
+    ));
+    cases.push((
+        "URL-encoded, lower".into(),
+        format!("pw={}", url.to_lowercase()),
+    ));
     let hex: String = VALUE.bytes().map(|b| format!("{b:02X}")).collect();
     cases.push(("hex inline".into(), format!("token bytes: {hex} (upper)")));
     // What a tool shows: numbered lines.
@@ -199,14 +214,22 @@ fn private_key_bodies_without_their_header() {
         let body = &lines[1..lines.len() - 1];
         // tail -n +2 key.pem
         let tail = lines[1..].join("\n");
-        assert_no_body(&redactor.redact(&tail), body, &format!("{kind}: tail -n +2"));
+        assert_no_body(
+            &redactor.redact(&tail),
+            body,
+            &format!("{kind}: tail -n +2"),
+        );
         // read_file from line 3: numbered, no header, starts mid-key.
         let numbered: String = lines[2..]
             .iter()
             .enumerate()
             .map(|(i, l)| format!("{:>4}│ {l}\n", i + 3))
             .collect();
-        assert_no_body(&redactor.redact(&numbered), &body[1..], &format!("{kind}: read_file"));
+        assert_no_body(
+            &redactor.redact(&numbered),
+            &body[1..],
+            &format!("{kind}: read_file"),
+        );
         // A search for a fragment of a middle line: `path:line: text`.
         let hit = format!("notes/keep.txt:12:{}\n", body[5]);
         assert_no_body(
@@ -217,14 +240,20 @@ fn private_key_bodies_without_their_header() {
         // base64 -w0 of the whole key file.
         let encoded = b64((lines.join("\n") + "\n").as_bytes());
         let out = redactor.redact(&encoded);
-        assert!(out.len() < 100, "{kind}: base64 of the key file leaked: {out}");
+        assert!(
+            out.len() < 100,
+            "{kind}: base64 of the key file leaked: {out}"
+        );
         // Inside a JSON string (a service-account file under another name).
         let json = format!("{{\"private_key\": \"{}\\n\"}}", lines[1..].join("\\n"));
         assert_no_body(&redactor.redact(&json), body, &format!("{kind}: json"));
     }
     // grep -r MII .: the first body line only, behind a path.
     let pem = fake_pem(11);
-    let grep = format!("./certs/server.pem:{}\n./src/main.rs:// MII is a prefix\n", pem[1]);
+    let grep = format!(
+        "./certs/server.pem:{}\n./src/main.rs:// MII is a prefix\n",
+        pem[1]
+    );
     let out = redactor.redact(&grep);
     assert_no_body(&out, &pem[1..2], "grep MII");
     assert!(out.contains("./src/main.rs:// MII is a prefix"), "{out}");
@@ -236,7 +265,14 @@ fn real_keys_when_tools_exist() {
     let redactor = Redactor::default();
     let rsa = dir.path().join("rsa.pem");
     let made = Command::new("openssl")
-        .args(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out"])
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+        ])
         .arg(&rsa)
         .stderr(Stdio::null())
         .status()
@@ -258,7 +294,11 @@ fn real_keys_when_tools_exist() {
         let tail = lines[1..].join("\n");
         assert_no_body(&redactor.redact(&tail), body, "real key, tail -n +2");
         let middle = lines[3..].join("\n");
-        assert_no_body(&redactor.redact(&middle), &body[2..], "real key, from line 4");
+        assert_no_body(
+            &redactor.redact(&middle),
+            &body[2..],
+            "real key, from line 4",
+        );
     }
 }
 
@@ -266,7 +306,9 @@ fn real_keys_when_tools_exist() {
 fn ordinary_text_is_left_alone() {
     let redactor = redactor();
     let pem = fake_pem(3);
-    let mut cert_der = vec![0x30, 0x82, 0x03, 0x10, 0x30, 0x82, 0x02, 0xf8, 0xa0, 0x03, 0x02, 0x01, 0x02];
+    let mut cert_der = vec![
+        0x30, 0x82, 0x03, 0x10, 0x30, 0x82, 0x02, 0xf8, 0xa0, 0x03, 0x02, 0x01, 0x02,
+    ];
     cert_der.extend(noise(600, 5));
     let cert = format!(
         "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
@@ -305,7 +347,8 @@ fn store_values_are_redacted_by_workspace_redactors() {
     let dir = tempfile::tempdir().unwrap();
     fettle::secrets::store::remember("H3_TEST_API_KEY", "xk-store-0123456789abcdef");
     let redactor = Redactor::from_workspace(dir.path());
-    let out = redactor.redact("key: xk-store-0123456789abcdef; b64: eGstc3RvcmUtMDEyMzQ1Njc4OWFiY2RlZg==");
+    let out = redactor
+        .redact("key: xk-store-0123456789abcdef; b64: eGstc3RvcmUtMDEyMzQ1Njc4OWFiY2RlZg==");
     assert!(!out.contains("xk-store-0123456789abcdef"), "{out}");
     assert!(!out.contains("eGstc3RvcmUtMDEyMzQ1Njc4OWFiY2RlZg"), "{out}");
 }

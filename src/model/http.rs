@@ -67,9 +67,7 @@ impl Endpoint {
             });
         }
         let api_key_env = cfg.api_key_env.clone().filter(|v| !v.is_empty());
-        let api_key = api_key_env
-            .as_deref()
-            .and_then(crate::secrets::store::var);
+        let api_key = api_key_env.as_deref().and_then(crate::secrets::store::var);
         if let (Some(key), Some(var)) = (&api_key, &api_key_env) {
             if reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
                 return Err(ModelError::InvalidKey {

@@ -40,4 +40,3 @@ pub fn is_secret_path(path: &Path) -> bool {
     name.rsplit_once('.')
         .is_some_and(|(stem, ext)| !stem.is_empty() && EXTENSIONS.contains(&ext))
 }
-

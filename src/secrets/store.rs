@@ -49,11 +49,15 @@ struct Store {
 static STORE: LazyLock<RwLock<Store>> = LazyLock::new(Default::default);
 
 fn read() -> std::sync::RwLockReadGuard<'static, Store> {
-    STORE.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    STORE
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn write() -> std::sync::RwLockWriteGuard<'static, Store> {
-    STORE.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    STORE
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// What [`protect_process`] did, for `fettle doctor` and the logs.
@@ -273,4 +277,48 @@ pub fn remember(name: &str, value: &str) {
     let mut store = write();
     store.vars.insert(name.into(), value.into());
     store.generation += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names() {
+        for name in [
+            "OPENAI_API_KEY",
+            "github_token",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ] {
+            assert!(looks_secret_name(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "FETTLE_LOG", "SSH_AUTH_SOCK", "LANG"] {
+            assert!(!looks_secret_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn remembered_values_are_held_and_given_only_when_allowed() {
+        remember("H3_UNIT_STORE_VAR", "v-123456789");
+        assert!(holds(OsStr::new("H3_UNIT_STORE_VAR")));
+        assert!(is_set("H3_UNIT_STORE_VAR"));
+        assert_eq!(var("H3_UNIT_STORE_VAR").as_deref(), Some("v-123456789"));
+        assert!(values().contains(&"v-123456789".to_string()));
+        assert!(allowed(&[]).is_empty());
+        assert_eq!(
+            allowed(&["H3_UNIT_STORE_VAR".to_string()]),
+            vec![(
+                OsString::from("H3_UNIT_STORE_VAR"),
+                OsString::from("v-123456789")
+            )]
+        );
+    }
+
+    #[test]
+    fn the_environment_block_is_found() {
+        let (start, end) = environment_block().expect("env_start/env_end in /proc/self/stat");
+        assert!(start < end);
+    }
 }

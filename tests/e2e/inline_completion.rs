@@ -633,7 +633,9 @@ fn secret_files_never_feed_the_completion_prompt_and_it_is_redacted() {
         &geometry,
         2,
         (4, 0),
-        &format!("\npub fn point_area(p: &Point) -> f64 {{\n    let k = \"{on_disk}\";\n    0.0\n}}\n"),
+        &format!(
+            "\npub fn point_area(p: &Point) -> f64 {{\n    let k = \"{on_disk}\";\n    0.0\n}}\n"
+        ),
     );
     let env = ws.uri(".env");
     lsp.open(&env, "dotenv", &env_text);
@@ -652,7 +654,10 @@ fn secret_files_never_feed_the_completion_prompt_and_it_is_redacted() {
         .collect();
     assert_eq!(bodies.len(), 1);
     let body = &bodies[0];
-    assert!(body.contains("point_area"), "the edit should be offered: {body}");
+    assert!(
+        body.contains("point_area"),
+        "the edit should be offered: {body}"
+    );
     for leak in [
         on_disk.as_str(),
         typed.as_str(),

@@ -95,9 +95,7 @@ fn flush(text: &str, block: &mut Vec<Line>, values: Option<&Regex>, out: &mut Ve
                 }
             }
             digits.truncate(MAX_DECODED * 2);
-            let words = block
-                .iter()
-                .all(|l| l.tokens.iter().all(|t| t.len() == 4));
+            let words = block.iter().all(|l| l.tokens.iter().all(|t| t.len() == 4));
             let decoded = decode_hex(&digits);
             holds_secret(&decoded, values)
                 || (words && holds_secret(&swap_pairs(&decoded), values))
@@ -195,7 +193,7 @@ fn tail_run(text: &[u8], range: Range<usize>) -> Option<Line> {
     Some(Line {
         class: if hex { Class::Hex } else { Class::Base64 },
         span: start..range.end,
-        tokens: vec![start..chars_end],
+        tokens: std::iter::once(start..chars_end).collect(),
     })
 }
 
@@ -218,10 +216,10 @@ fn dump_line(text: &[u8], range: Range<usize>) -> Option<Line> {
     let hex_group = |r: &Range<usize>| {
         matches!(r.len(), 2 | 4 | 8) && text[r.clone()].iter().all(u8::is_ascii_hexdigit)
     };
-    let octal = |r: &Range<usize>| r.len() == 6 && text[r.clone()].iter().all(|b| (b'0'..=b'7').contains(b));
-    let char_col = |r: &Range<usize>| {
-        r.len() == 1 || (r.len() <= 4 && text[r.start] == b'\\')
+    let octal = |r: &Range<usize>| {
+        r.len() == 6 && text[r.clone()].iter().all(|b| (b'0'..=b'7').contains(b))
     };
+    let char_col = |r: &Range<usize>| r.len() == 1 || (r.len() <= 4 && text[r.start] == b'\\');
     let (class, taken): (Class, Vec<Range<usize>>) = if data.iter().all(octal) {
         (Class::Octal, data.to_vec())
     } else if let Some(width) = data.first().filter(|f| hex_group(f)).map(|f| f.len()) {

@@ -60,7 +60,11 @@ fn runs(text: &[u8], min: usize) -> impl Iterator<Item = Run> + '_ {
             }
             // After a backslash the first letter is an escape's (`\n` in
             // a JSON string), not data.
-            let start = if at > 0 && text[at - 1] == b'\\' { at + 1 } else { at };
+            let start = if at > 0 && text[at - 1] == b'\\' {
+                at + 1
+            } else {
+                at
+            };
             while at < text.len() && is_b64(text[at]) {
                 at += 1;
             }
@@ -201,7 +205,11 @@ fn line_break(text: &[u8], at: usize) -> Option<usize> {
 fn tail_line(text: &[u8], end: usize) -> Option<Range<usize>> {
     let next = line_break(text, end)?;
     let escaped = next >= 2 && text[next - 1] != b'\n';
-    let line_end = next + text[next..].iter().position(|&b| b == b'\n').unwrap_or(text.len() - next);
+    let line_end = next
+        + text[next..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(text.len() - next);
     let line = &text[next..line_end];
     let run = if escaped {
         runs(line, 4).next().filter(|r| r.chars.start == 0)?
@@ -216,11 +224,15 @@ fn tail_line(text: &[u8], end: usize) -> Option<Range<usize>> {
     let chars = &text[run.chars.clone()];
     // Alone on its line but for a tool's prefix (`27│ `), and random-looking
     // or padded: not the last word of a sentence.
-    let alone = !text[next..run.chars.start].iter().any(u8::is_ascii_alphabetic);
+    let alone = !text[next..run.chars.start]
+        .iter()
+        .any(u8::is_ascii_alphabetic);
     let looks_encoded = run.with_padding.len() > chars.len()
         || (chars.len() >= 16
             && chars.iter().any(u8::is_ascii_uppercase)
-            && chars.iter().any(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+            && chars
+                .iter()
+                .any(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
     (alone
         && looks_encoded
         && ends_line(text, run.with_padding.end)
@@ -240,9 +252,13 @@ mod tests {
         assert!(!der_key_header(&[0x30, 0x05, 0x02]));
         assert!(!der_key_header(b"hello world"));
         // Encrypted PKCS#8: an AlgorithmIdentifier first.
-        assert!(der_key_header(&[0x30, 0x82, 0x05, 0x00, 0x30, 0x4d, 0x06, 0x09]));
+        assert!(der_key_header(&[
+            0x30, 0x82, 0x05, 0x00, 0x30, 0x4d, 0x06, 0x09
+        ]));
         // A certificate: a TBSCertificate ([0] version) first.
-        assert!(!der_key_header(&[0x30, 0x82, 0x03, 0x00, 0x30, 0x82, 0x02, 0x00, 0xa0, 0x03]));
+        assert!(!der_key_header(&[
+            0x30, 0x82, 0x03, 0x00, 0x30, 0x82, 0x02, 0x00, 0xa0, 0x03
+        ]));
     }
 
     #[test]

@@ -53,7 +53,12 @@ const SHAPES: &[ShapeSpec] = &[
         0,
         any,
     ),
-    ("anthropic-key", r"(?-u:\b)sk-ant-[A-Za-z0-9_\-]{20,}", 0, any),
+    (
+        "anthropic-key",
+        r"(?-u:\b)sk-ant-[A-Za-z0-9_\-]{20,}",
+        0,
+        any,
+    ),
     (
         "openai-key",
         r"(?-u:\b)sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
@@ -66,7 +71,12 @@ const SHAPES: &[ShapeSpec] = &[
         0,
         any,
     ),
-    ("github-token", r"(?-u:\b)github_pat_[A-Za-z0-9_]{30,}", 0, any),
+    (
+        "github-token",
+        r"(?-u:\b)github_pat_[A-Za-z0-9_]{30,}",
+        0,
+        any,
+    ),
     ("gitlab-token", r"(?-u:\b)glpat-[A-Za-z0-9_\-]{20,}", 0, any),
     (
         "aws-access-key",
@@ -74,7 +84,12 @@ const SHAPES: &[ShapeSpec] = &[
         0,
         any,
     ),
-    ("slack-token", r"(?-u:\b)xox[abprse]-[A-Za-z0-9\-]{10,}", 0, any),
+    (
+        "slack-token",
+        r"(?-u:\b)xox[abprse]-[A-Za-z0-9\-]{10,}",
+        0,
+        any,
+    ),
     (
         "slack-webhook",
         r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+",
