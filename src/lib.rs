@@ -13,4 +13,5 @@ pub mod lsp;
 pub mod mock;
 pub mod model;
 pub mod position;
+pub mod secrets;
 pub mod syntax;

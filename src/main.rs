@@ -1,3 +1,12 @@
 fn main() {
+    // First, while the process has one thread: secrets out of the
+    // environment (see `secrets::store`). `sandbox-exec` is the wrapper a
+    // command runs under; it must pass on what it was given.
+    if std::env::args_os()
+        .nth(1)
+        .is_none_or(|a| a != "sandbox-exec")
+    {
+        fettle::secrets::store::protect_process();
+    }
     std::process::exit(fettle::cli::main());
 }

@@ -23,9 +23,6 @@ use super::output::{HeadTail, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, NO_OUTPUT};
 /// killed after this.
 const EXIT_GRACE: Duration = Duration::from_millis(300);
 
-/// Substrings of variable names that are not passed to commands.
-const SECRET_MARKERS: [&str; 4] = ["KEY", "TOKEN", "SECRET", "PASSWORD"];
-
 /// Resource limits applied to the command (and inherited by its children).
 /// A value of 0 leaves that limit as inherited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,19 +149,25 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
-/// The current environment minus variables whose name contains KEY, TOKEN,
-/// SECRET or PASSWORD (case-insensitive), unless named in `allow`.
+/// The current environment minus variables whose name looks secret (KEY,
+/// TOKEN, SECRET, PASSWORD, CREDENTIAL, any case) or that Fettle holds as
+/// secret (API keys), unless named in `allow`; allowed variables that were
+/// moved out of Fettle's environment at start-up come from the store.
 pub fn scrubbed_env(allow: &[String]) -> Vec<(OsString, OsString)> {
-    std::env::vars_os()
+    use crate::secrets::store;
+    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(name, _)| {
             let text = name.to_string_lossy();
-            if allow.iter().any(|a| a.as_str() == text) {
-                return true;
-            }
-            let upper = text.to_ascii_uppercase();
-            !SECRET_MARKERS.iter().any(|m| upper.contains(m))
+            allow.iter().any(|a| a.as_str() == text)
+                || !(store::looks_secret_name(&text) || store::holds(name))
         })
-        .collect()
+        .collect();
+    for (name, value) in store::allowed(allow) {
+        if !env.iter().any(|(n, _)| *n == name) {
+            env.push((name, value));
+        }
+    }
+    env
 }
 
 /// Kills the process group when dropped, unless disarmed: covers the future

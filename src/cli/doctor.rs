@@ -102,9 +102,11 @@ fn models(config: &Config, no_probe: bool) -> bool {
         };
         println!("  {name} ({}, {used}): {}", model.provider, describe(model));
         if let Some(var) = model.api_key_env.as_deref().filter(|v| !v.is_empty()) {
-            let state = match std::env::var(var) {
-                Ok(v) if !v.is_empty() => "set",
-                _ => "NOT SET",
+            // Moved out of the environment at start-up: ask the store.
+            let state = if crate::secrets::store::is_set(var) {
+                "set"
+            } else {
+                "NOT SET"
             };
             println!("    api key: ${var} is {state}");
         }

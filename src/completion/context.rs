@@ -28,6 +28,13 @@
 //! is packed first (it is small and says what the user is fixing) but placed
 //! last, right before the current file, where the model reads it last.
 //!
+//! # Secrets
+//!
+//! Secret files (`.env`, keys: [`is_secret_path`]) never feed the context:
+//! open secret buffers are not offered as recent edits or similar code,
+//! and no snippet from such a file is kept. The finished prompt is redacted
+//! by the caller ([`super::secrets`]).
+//!
 //! # Time
 //!
 //! Windows are always produced. Snippet sources run one after another and the
@@ -47,6 +54,7 @@ use std::time::{Duration, Instant};
 use crate::index::WorkspaceIndex;
 use crate::model::tokens::{self, TokenCounter};
 use crate::model::{FimRequest, GenOptions, Snippet};
+use crate::secrets::is_secret_path;
 use crate::syntax::Language;
 
 /// Tokens kept back from `max_prompt_tokens` for the template's markers.
@@ -125,7 +133,19 @@ pub struct ContextReport {
 }
 
 /// Builds the prompt context for `input` (see the module documentation).
+/// Secret files ([`is_secret_path`]) never feed it: open secret buffers are
+/// left out, and so is any snippet (a definition, an import) from one.
 pub fn build(input: &ContextInput<'_>) -> Context {
+    let open: Vec<OpenFile<'_>> = input
+        .open_files
+        .iter()
+        .filter(|f| !is_secret_path(f.path))
+        .map(|f| OpenFile { ..*f })
+        .collect();
+    let input = &ContextInput {
+        open_files: &open,
+        ..*input
+    };
     let started = Instant::now();
     let counter = input.counter;
     let total = input
@@ -152,6 +172,7 @@ pub fn build(input: &ContextInput<'_>) -> Context {
         order.push(("diagnostics", errors));
     }
     order.append(&mut gathered.ranked);
+    order.retain(|(_, s)| !is_secret_path(Path::new(&s.path)));
     let snippet_need: usize = order.iter().map(|(_, s)| snippet_cost(s, counter)).sum();
 
     let budget = tokens::split_budget(total, widest.prefix_need, widest.suffix_need, snippet_need);

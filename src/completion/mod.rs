@@ -2,5 +2,6 @@
 pub mod cache;
 pub mod context;
 pub mod postprocess;
+pub mod secrets;
 pub mod stats;
 pub mod trigger;

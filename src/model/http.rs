@@ -45,7 +45,8 @@ pub(crate) struct Endpoint {
     pub name: String,
     /// `base_url` without a trailing slash.
     pub base_url: String,
-    /// The key, read from `api_key_env` when the model was built. Never logged.
+    /// The key, read from `api_key_env` (through [`crate::secrets::store`],
+    /// not the process environment) when the model was built. Never logged.
     api_key: Option<String>,
     pub api_key_env: Option<String>,
     pub first_byte_timeout: Duration,
@@ -66,10 +67,7 @@ impl Endpoint {
             });
         }
         let api_key_env = cfg.api_key_env.clone().filter(|v| !v.is_empty());
-        let api_key = api_key_env
-            .as_deref()
-            .and_then(|var| std::env::var(var).ok())
-            .filter(|k| !k.is_empty());
+        let api_key = api_key_env.as_deref().and_then(crate::secrets::store::var);
         if let (Some(key), Some(var)) = (&api_key, &api_key_env) {
             if reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
                 return Err(ModelError::InvalidKey {

@@ -582,3 +582,119 @@ fn where_the_user_was_working_in_another_file_reaches_the_prompt() {
     assert!(prompts[1].contains("checksum_of_frames"), "{}", prompts[1]);
     assert!(lsp.shutdown_and_exit().success());
 }
+
+/// Generated, so nothing secret-looking is committed.
+fn fake_value(tag: &str) -> String {
+    format!("{tag}-{}", "q7Zr4kW9xP2mN8vB5tY3".repeat(2))
+}
+
+fn base64_of(text: &str) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..=c.len() {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+#[test]
+fn secret_files_never_feed_the_completion_prompt_and_it_is_redacted() {
+    let on_disk = fake_value("sk-disk");
+    let typed = fake_value("tok-typed");
+    let mock = Mock::start(vec![ScriptedResponse::text("p.x * p.y;\n")]);
+    let env_text = format!("API_KEY={on_disk}\nDEBUG=true\n");
+    let ws = Workspace::new(&[
+        ("src/lib.rs", LIB),
+        (
+            "src/geometry.rs",
+            "pub struct Point {\n    pub x: f64,\n    pub y: f64,\n}\n",
+        ),
+        (".env", &env_text),
+    ]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    // `.env` open and edited (the new value is not on disk), most recently.
+    let geometry = ws.uri("src/geometry.rs");
+    let text = std::fs::read_to_string(ws.path("src/geometry.rs")).unwrap();
+    lsp.open(&geometry, "rust", &text);
+    // A value pasted into code, in another open file (a recent edit).
+    insert(
+        &mut lsp,
+        &geometry,
+        2,
+        (4, 0),
+        &format!(
+            "\npub fn point_area(p: &Point) -> f64 {{\n    let k = \"{on_disk}\";\n    0.0\n}}\n"
+        ),
+    );
+    let env = ws.uri(".env");
+    lsp.open(&env, "dotenv", &env_text);
+    insert(&mut lsp, &env, 2, (2, 0), &format!("NEW_TOKEN={typed}\n"));
+    // The typed value, base64-encoded, in the prefix of the file completed.
+    let lib = format!("// {}\n{LIB}", base64_of(&format!("x{typed}")));
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", &lib);
+    let result = complete(&mut lsp, &uri, 4, 12);
+    assert_eq!(result["items"][0]["insertText"], "p.x * p.y;", "{result}");
+    let bodies: Vec<String> = mock
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert_eq!(bodies.len(), 1);
+    let body = &bodies[0];
+    assert!(
+        body.contains("point_area"),
+        "the edit should be offered: {body}"
+    );
+    for leak in [
+        on_disk.as_str(),
+        typed.as_str(),
+        "API_KEY=",
+        "NEW_TOKEN=",
+        &base64_of(&typed)[..20],
+        &base64_of(&format!("x{typed}"))[4..24],
+    ] {
+        assert!(!body.contains(leak), "{leak:?} reached the model: {body}");
+    }
+    assert!(body.contains("[REDACTED"), "{body}");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn no_completion_inside_a_secret_file() {
+    let mock = Mock::start(vec![ScriptedResponse::text("sk-anything\n")]);
+    let ws = Workspace::new(&[(".env", "API_KEY=\n"), ("src/lib.rs", LIB)]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(
+        &ws.root(),
+        Lsp::capabilities(&["utf-16"]),
+        Some(mock.options()),
+    );
+    let env = ws.uri(".env");
+    lsp.open(&env, "dotenv", "API_KEY=\n");
+    let result = lsp
+        .request(
+            "textDocument/inlineCompletion",
+            json!({ "textDocument": { "uri": env }, "position": { "line": 0, "character": 8 },
+                    "context": { "triggerKind": 1 } }),
+        )
+        .unwrap();
+    assert!(
+        result.is_null() || result["items"].as_array().is_some_and(Vec::is_empty),
+        "{result}"
+    );
+    assert!(mock.server.requests().is_empty(), "the model was asked");
+    assert!(lsp.shutdown_and_exit().success());
+}

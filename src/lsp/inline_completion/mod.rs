@@ -20,7 +20,7 @@ mod shared;
 
 pub use protocol::{InlineCompletionItem, InlineCompletionList, InlineCompletionParams};
 pub use shared::CompletionState;
-use shared::{open_files, Ticket, Window};
+use shared::{open_files, secret_buffer_values, Ticket, Window};
 
 use super::state::{Snapshot, State};
 use crate::completion::cache::{Cached, Key};
@@ -73,6 +73,16 @@ async fn complete(
     ticket: &Ticket,
 ) -> (Outcome, Duration, Option<InlineCompletionList>) {
     let config = state.config();
+    // No completion inside a secret file: its text would be the prompt.
+    if let Some(path) = snapshot
+        .uri
+        .to_file_path()
+        .ok()
+        .filter(|p| crate::secrets::is_secret_path(p))
+    {
+        tracing::debug!(path = %path.display(), "no completion in a secret file");
+        return (Outcome::Empty, Duration::ZERO, None);
+    }
     let encoding = state.encoding();
     let mut text = snapshot.rope.to_string();
     let mut cursor = position::offset_of(&snapshot.rope, params.position, encoding);
@@ -211,6 +221,8 @@ async fn complete(
         let context_text = Arc::clone(&text);
         let max_prompt_tokens = config.completion.max_prompt_tokens as usize;
         let counter_model = model.clone();
+        let secret_values = secret_buffer_values(state);
+        let redactors = Arc::clone(state);
         let built = tokio::task::spawn_blocking(move || {
             let root = path
                 .as_ref()
@@ -249,10 +261,15 @@ async fn complete(
                 .as_ref()
                 .and_then(|r| r.file_name())
                 .map(|n| n.to_string_lossy().into_owned());
-            (ctx, relative, repo)
+            // May walk the workspace for dotenv files: here, off the runtime.
+            let redactor = redactors
+                .completion
+                .redactor
+                .get(root.as_deref(), secret_values);
+            (ctx, relative, repo, redactor)
         })
         .await;
-        let Ok((mut ctx, relative, repo)) = built else {
+        let Ok((mut ctx, relative, repo, redactor)) = built else {
             return (Outcome::Error, Duration::ZERO, None);
         };
         // While the user types along one line, keep offering the snippets
@@ -301,7 +318,13 @@ async fn complete(
             temperature: None,
             stop,
         };
-        ctx.into_fim_request(relative, repo, options)
+        let mut request = ctx.into_fim_request(relative, repo, options);
+        // After the kept-window logic, which may put raw buffer text back.
+        let redacted = crate::completion::secrets::redact_request(&redactor, &mut request);
+        if redacted > 0 {
+            tracing::debug!(parts = redacted, "completion prompt redacted");
+        }
+        request
     };
     if !state.completion.is_current(ticket) {
         return (Outcome::Cancelled, Duration::ZERO, None);

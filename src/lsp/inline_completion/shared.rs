@@ -35,6 +35,9 @@ pub struct CompletionState {
     pub(super) windows: DashMap<Url, Window>,
     /// The model request running for each document (automatic requests).
     pub(super) inflight: DashMap<Url, InFlight>,
+    /// Redacts every prompt (workspace dotenv values, open secret buffers,
+    /// Fettle's keys, secret shapes).
+    pub(super) redactor: crate::completion::secrets::RedactorCache,
 }
 
 /// A model request that outlives the LSP request that started it, so that
@@ -161,6 +164,10 @@ pub(super) fn open_files(state: &State, current: &Url) -> Vec<Other> {
         .into_iter()
         .filter_map(|(_, uri, edits)| {
             let path = uri.to_file_path().ok()?;
+            // Secret files never feed completion context.
+            if crate::secrets::is_secret_path(&path) {
+                return None;
+            }
             let snapshot = state.snapshot(&uri)?;
             (snapshot.rope.len_bytes() <= OPEN_FILE_MAX_BYTES).then_some((path, snapshot, edits))
         })
@@ -174,4 +181,22 @@ pub(super) fn open_files(state: &State, current: &Url) -> Vec<Other> {
             recency,
         })
         .collect()
+}
+
+/// The dotenv values typed into open secret buffers (`.env` and the like),
+/// for the completion redactor: they may not be on disk yet.
+pub(super) fn secret_buffer_values(state: &State) -> Vec<String> {
+    let mut values = Vec::new();
+    for entry in state.documents.iter() {
+        let is_secret = entry
+            .key()
+            .to_file_path()
+            .is_ok_and(|p| crate::secrets::is_secret_path(&p));
+        if is_secret && entry.value().rope.len_bytes() <= OPEN_FILE_MAX_BYTES {
+            values.extend(crate::secrets::env_secret_values(
+                &entry.value().rope.to_string(),
+            ));
+        }
+    }
+    values
 }

@@ -26,7 +26,7 @@ const MIN_VALUE_CHARS: usize = 4;
 const TEMPLATE_SUFFIXES: &[&str] = &["example", "sample", "template", "dist", "defaults", "tmpl"];
 
 /// Whether a lower-cased file name is a dotenv file holding real values.
-pub(super) fn is_secret_env_name(name: &str) -> bool {
+pub(in crate::secrets) fn is_secret_env_name(name: &str) -> bool {
     if name == ".env" || name == ".envrc" {
         return true;
     }

@@ -1,0 +1,42 @@
+//! Which files hold secrets, by name: the agent never reads them, search
+//! skips them, and they never feed completion context.
+use std::path::Path;
+
+use super::redact::env;
+
+/// Whether the agent must never read `path` (by its file name; see the
+/// `secrets::redact` module docs for the list and the reasoning).
+pub fn is_secret_path(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    let name = name.to_ascii_lowercase();
+    if env::is_secret_env_name(&name) {
+        return true;
+    }
+    const EXACT: &[&str] = &[
+        "credentials.json",
+        ".netrc",
+        "_netrc",
+        ".git-credentials",
+        ".pgpass",
+        ".pypirc",
+    ];
+    const PREFIXES: &[&str] = &[
+        "id_rsa",
+        "id_dsa",
+        "id_ecdsa",
+        "id_ed25519",
+        "client_secret",
+    ];
+    const EXTENSIONS: &[&str] = &[
+        "pem", "key", "p12", "pfx", "jks", "keystore", "ppk", "tfstate",
+    ];
+    if EXACT.contains(&name.as_str()) || PREFIXES.iter().any(|p| name.starts_with(p)) {
+        return true;
+    }
+    // `terraform.tfstate.backup` counts too.
+    let name = name.strip_suffix(".backup").unwrap_or(&name);
+    name.rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && EXTENSIONS.contains(&ext))
+}

@@ -1,0 +1,354 @@
+//! The redactor against encodings and key bodies: known values in base64
+//! (every alignment, both alphabets, wrapped), hex, URL-encoding and the
+//! dumps real tools print (`xxd`, `od`, `hexdump`); private keys without
+//! their header, in the shapes tools show them. And the false positives it
+//! must not hit. Keys and values are generated at run time (nothing
+//! secret-looking is committed).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // in tests a panic is the failure report
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use fettle::secrets::Redactor;
+
+/// Deterministic pseudo-random bytes.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    text.as_bytes()
+        .chunks(width)
+        .map(|c| String::from_utf8(c.to_vec()).unwrap())
+        .collect()
+}
+
+/// A fake RSA private key (PKCS#1 DER header, random body) as PEM lines.
+fn fake_pem(seed: u64) -> Vec<String> {
+    let mut der = vec![
+        0x30, 0x82, 0x04, 0xa4, 0x02, 0x01, 0x00, 0x02, 0x82, 0x01, 0x01, 0x00,
+    ];
+    der.extend(noise(1180, seed));
+    let mut lines = vec!["-----BEGIN RSA PRIVATE KEY-----".to_string()];
+    lines.extend(wrap(&b64(&der), 64));
+    lines.push("-----END RSA PRIVATE KEY-----".to_string());
+    lines
+}
+
+/// A fake OpenSSH private key as its file's lines.
+fn fake_openssh(seed: u64) -> Vec<String> {
+    let mut raw = b"openssh-key-v1\0".to_vec();
+    raw.extend(noise(380, seed));
+    let mut lines = vec!["-----BEGIN OPENSSH PRIVATE KEY-----".to_string()];
+    lines.extend(wrap(&b64(&raw), 70));
+    lines.push("-----END OPENSSH PRIVATE KEY-----".to_string());
+    lines
+}
+
+/// Every body line must be gone, and no 12-character piece of the body.
+fn assert_no_body(out: &str, body: &[String], what: &str) {
+    let joined: String = body.concat();
+    for piece in wrap(&joined, 12) {
+        if piece.len() == 12 {
+            assert!(!out.contains(&piece), "{what}: {piece:?} leaked in\n{out}");
+        }
+    }
+}
+
+/// Runs `program args` with `input` on stdin; `None` when it is missing.
+fn tool(program: &str, args: &[&str], input: &[u8]) -> Option<String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .ok()?;
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{program} {args:?} failed");
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+const VALUE: &str = "sk-test-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c";
+const PASSWORD: &str = "pa55/w+rd:Horse?";
+
+fn env_file() -> String {
+    format!("# local settings\nDEBUG=true\nOPENAI_API_KEY={VALUE}\nDB_PASSWORD=\"{PASSWORD}\"\nPORT=3000\n")
+}
+
+fn redactor() -> Redactor {
+    Redactor::with_values(vec![VALUE.to_string(), PASSWORD.to_string()])
+}
+
+/// Neither value in plain, base64 (3 alignments, both alphabets), hex.
+fn assert_values_gone(out: &str, what: &str) {
+    for value in [VALUE, PASSWORD] {
+        assert!(!out.contains(value), "{what}: plain value leaked:\n{out}");
+        for prefix in ["", "x", "xy"] {
+            let enc = b64(format!("{prefix}{value}").as_bytes());
+            let core = &enc[4..enc.len() - 4];
+            assert!(!out.contains(core), "{what}: base64 leaked:\n{out}");
+        }
+        let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+        assert!(
+            !out.contains(&hex[2..hex.len() - 2]),
+            "{what}: hex leaked:\n{out}"
+        );
+        assert!(
+            !out.contains(&hex[2..hex.len() - 2].to_uppercase()),
+            "{what}: HEX leaked:\n{out}"
+        );
+    }
+    // Split by a dump's columns: a dozen characters in a row is too many.
+    for piece in wrap(VALUE, 12).iter().filter(|p| p.len() == 12) {
+        assert!(
+            !out.contains(piece.as_str()),
+            "{what}: {piece:?} leaked:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn env_values_in_every_encoding_tools_print() {
+    let env = env_file();
+    let redactor = redactor();
+    let mut cases: Vec<(String, String)> = Vec::new();
+    for args in [vec!["-w0"], vec![], vec!["-w", "50"]] {
+        let out = tool("base64", &args, env.as_bytes()).unwrap();
+        cases.push((format!("base64 {args:?}"), out.clone()));
+        // Mid-stream, at each character offset (`cut -c 2-`, …).
+        for skip in 1..4 {
+            cases.push((
+                format!("base64 {args:?} from char {skip}"),
+                out[skip..].to_string(),
+            ));
+        }
+        cases.push((
+            format!("base64 {args:?} URL-safe"),
+            out.replace('+', "-").replace('/', "_"),
+        ));
+    }
+    for (program, args) in [
+        ("xxd", vec!["-p"]),
+        ("xxd", vec![]),
+        ("xxd", vec!["-u", "-p"]),
+        ("od", vec!["-c"]),
+        ("od", vec!["-An", "-tx1"]),
+        ("od", vec!["-tx1"]),
+        ("od", vec!["-x"]),
+        ("od", vec![]),
+        ("hexdump", vec!["-C"]),
+    ] {
+        if let Some(out) = tool(program, &args, env.as_bytes()) {
+            cases.push((format!("{program} {args:?}"), out));
+        } else {
+            eprintln!("{program} is not installed: case skipped");
+        }
+    }
+    let url: String = PASSWORD
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    cases.push((
+        "URL-encoded".into(),
+        format!("GET /login?pw={url}&next=/ HTTP/1.1"),
+    ));
+    cases.push((
+        "URL-encoded, lower".into(),
+        format!("pw={}", url.to_lowercase()),
+    ));
+    let hex: String = VALUE.bytes().map(|b| format!("{b:02X}")).collect();
+    cases.push(("hex inline".into(), format!("token bytes: {hex} (upper)")));
+    // What a tool shows: numbered lines.
+    let numbered: String = tool("base64", &[], env.as_bytes())
+        .unwrap()
+        .lines()
+        .enumerate()
+        .map(|(i, l)| format!("{:>3}│ {l}\n", i + 1))
+        .collect();
+    cases.push(("numbered base64".into(), numbered));
+    for (what, text) in &cases {
+        let out = redactor.redact(text);
+        assert_values_gone(&out, what);
+    }
+}
+
+#[test]
+fn private_key_bodies_without_their_header() {
+    let redactor = Redactor::default();
+    for (kind, lines) in [("pem", fake_pem(7)), ("openssh", fake_openssh(9))] {
+        let body = &lines[1..lines.len() - 1];
+        // tail -n +2 key.pem
+        let tail = lines[1..].join("\n");
+        assert_no_body(
+            &redactor.redact(&tail),
+            body,
+            &format!("{kind}: tail -n +2"),
+        );
+        // read_file from line 3: numbered, no header, starts mid-key.
+        let numbered: String = lines[2..]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| format!("{:>4}│ {l}\n", i + 3))
+            .collect();
+        assert_no_body(
+            &redactor.redact(&numbered),
+            &body[1..],
+            &format!("{kind}: read_file"),
+        );
+        // A search for a fragment of a middle line: `path:line: text`.
+        let hit = format!("notes/keep.txt:12:{}\n", body[5]);
+        assert_no_body(
+            &redactor.redact(&hit),
+            std::slice::from_ref(&body[5]),
+            &format!("{kind}: search"),
+        );
+        // base64 -w0 of the whole key file.
+        let encoded = b64((lines.join("\n") + "\n").as_bytes());
+        let out = redactor.redact(&encoded);
+        assert!(
+            out.len() < 100,
+            "{kind}: base64 of the key file leaked: {out}"
+        );
+        // Inside a JSON string (a service-account file under another name).
+        let json = format!("{{\"private_key\": \"{}\\n\"}}", lines[1..].join("\\n"));
+        assert_no_body(&redactor.redact(&json), body, &format!("{kind}: json"));
+    }
+    // grep -r MII .: the first body line only, behind a path.
+    let pem = fake_pem(11);
+    let grep = format!(
+        "./certs/server.pem:{}\n./src/main.rs:// MII is a prefix\n",
+        pem[1]
+    );
+    let out = redactor.redact(&grep);
+    assert_no_body(&out, &pem[1..2], "grep MII");
+    assert!(out.contains("./src/main.rs:// MII is a prefix"), "{out}");
+}
+
+#[test]
+fn real_keys_when_tools_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let redactor = Redactor::default();
+    let rsa = dir.path().join("rsa.pem");
+    let made = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+        ])
+        .arg(&rsa)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let ssh = dir.path().join("id_ed25519");
+    let made_ssh = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&ssh)
+        .status()
+        .is_ok_and(|s| s.success());
+    for (made, path) in [(made, rsa), (made_ssh, ssh)] {
+        if !made {
+            eprintln!("cannot make {}: skipped", path.display());
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        let body = &lines[1..lines.len() - 1];
+        let tail = lines[1..].join("\n");
+        assert_no_body(&redactor.redact(&tail), body, "real key, tail -n +2");
+        let middle = lines[3..].join("\n");
+        assert_no_body(
+            &redactor.redact(&middle),
+            &body[2..],
+            "real key, from line 4",
+        );
+    }
+}
+
+#[test]
+fn ordinary_text_is_left_alone() {
+    let redactor = redactor();
+    let pem = fake_pem(3);
+    let mut cert_der = vec![
+        0x30, 0x82, 0x03, 0x10, 0x30, 0x82, 0x02, 0xf8, 0xa0, 0x03, 0x02, 0x01, 0x02,
+    ];
+    cert_der.extend(noise(600, 5));
+    let cert = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        wrap(&b64(&cert_der), 64).join("\n")
+    );
+    let samples = [
+        // Lockfiles and checksums.
+        "[[package]]\nname = \"regex\"\nchecksum = \"b544ef1b4eac5dc2db33ea63606ae9ffcfac26c1416a2806ae0bf5f00a0f6bb9\"\n".to_string(),
+        "\"integrity\": \"sha512-9e/ssBvEtxOEmIjXc0mYyuOIGtcHtAFvDCabqkNTK/Y0yKzY0xbpXLDv3b8sAJs2BfFQ1ku5xC5XnEZBtjNkhQ==\",\n".to_string(),
+        "<script src=\"x.js\" integrity=\"sha384-oqVuAfXRKap7fdgcCY5uykM6+R9GqQ8K/uxy9rx7HNQlGYl1kPzQho1wx4JwY8wC\"></script>\n".to_string(),
+        "golang.org/x/text v0.3.7 h1:olpwvP2KacW1ZWvsR7uQhoyTYvKAupfQrRGBFM352Gk=\n".to_string(),
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855  empty.txt\n".to_string(),
+        "id = \"3f2504e0-4f89-11d3-9a0c-0305e82c3301\"\n".to_string(),
+        // Code with long identifiers and base64 test data.
+        "fn parse_configuration_with_overrides(input: &str) -> Result<ConfigurationOverrides> {\n    let encoded = \"SGVsbG8sIFdvcmxkISBUaGlzIGlzIGEgdGVzdCBzdHJpbmcu\";\n}\n".to_string(),
+        format!("img = \"data:image/png;base64,{}\"\n", b64(&noise(300, 1))),
+        // A path through a module named like a secret word.
+        "    .map(|m| crate::model::tokens::estimate(&m.content) as u64)\n".to_string(),
+        "let secret_key: Key = keys::derive(&salt, \"é€\");\n".to_string(),
+        // A certificate is public.
+        cert,
+        // A hex dump of an ordinary file.
+        tool("od", &["-An", "-tx1"], b"just some ordinary file contents, nothing to see\n").unwrap(),
+        tool("base64", &[], &noise(400, 2)).unwrap(),
+    ];
+    for sample in &samples {
+        let out = redactor.redact(sample);
+        assert_eq!(out, sample.as_str(), "changed:\n{sample}");
+    }
+    // Sanity: the same redactor does catch a key.
+    assert_ne!(redactor.redact(&pem[1..].join("\n")), pem[1..].join("\n"));
+}
+
+#[test]
+fn store_values_are_redacted_by_workspace_redactors() {
+    let dir = tempfile::tempdir().unwrap();
+    fettle::secrets::store::remember("H3_TEST_API_KEY", "xk-store-0123456789abcdef");
+    let redactor = Redactor::from_workspace(dir.path());
+    let out = redactor
+        .redact("key: xk-store-0123456789abcdef; b64: eGstc3RvcmUtMDEyMzQ1Njc4OWFiY2RlZg==");
+    assert!(!out.contains("xk-store-0123456789abcdef"), "{out}");
+    assert!(!out.contains("eGstc3RvcmUtMDEyMzQ1Njc4OWFiY2RlZg"), "{out}");
+}
