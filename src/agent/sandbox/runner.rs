@@ -16,7 +16,9 @@
 //! The command itself drops every capability, applies Landlock, and `exec`s.
 //! Fettle holds the write end of a "lifeline" pipe; when it closes (Fettle
 //! exited, crashed or was SIGKILLed, or gave up on the command), the runner
-//! kills everything and exits. Protected paths that did not exist (or were
+//! kills everything and exits. (Not PR_SET_PDEATHSIG on the runner: it
+//! fires when the Fettle *thread* that spawned it exits, and tokio's
+//! threads come and go.) Protected paths that did not exist (or were
 //! symlinks) are restored afterwards: a bind mount cannot stop a command
 //! creating `fettle.toml`, so a created one is removed once nothing runs.
 
@@ -109,8 +111,7 @@ fn run_namespaced(
         init_main(args, cwd, status_write);
     }
     drop(status_write);
-    watch_lifeline(lifeline, init);
-    sys::waitpid(init, 0).map_err(|e| format!("waiting for the sandbox: {e}"))?;
+    wait_with_lifeline(init, lifeline).map_err(|e| format!("waiting for the sandbox: {e}"))?;
     let mut bytes = [0u8; 4];
     let mut file = std::fs::File::from(status_read);
     match file.read_exact(&mut bytes) {
@@ -176,16 +177,8 @@ fn run_plain(
         let tmp = args.tmp.clone().unwrap_or_else(std::env::temp_dir);
         exec_command(args, cwd, &tmp);
     }
-    watch_lifeline(lifeline, command);
-    let status = loop {
-        match sys::waitpid(command, 0) {
-            Ok((_, status)) if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) => {
-                break status
-            }
-            Ok(_) => {}
-            Err(err) => return Err(format!("waiting for the command: {err}")),
-        }
-    };
+    let status = wait_with_lifeline(command, lifeline)
+        .map_err(|e| format!("waiting for the command: {e}"))?;
     kill_descendants();
     Ok(status)
 }
@@ -235,21 +228,55 @@ fn children_of(parent: libc::pid_t) -> Vec<libc::pid_t> {
         .collect()
 }
 
-/// Kills `target` when the lifeline pipe closes (Fettle is gone or gave up).
-fn watch_lifeline(lifeline: Option<OwnedFd>, target: libc::pid_t) {
-    let Some(fd) = lifeline else { return };
-    let spawned = std::thread::Builder::new()
-        .name("lifeline".into())
-        .spawn(move || {
-            let mut file = std::fs::File::from(fd);
-            let mut byte = [0u8; 1];
-            // Fettle never writes: this returns at EOF, when it closes.
-            while let Ok(1) = file.read(&mut byte) {}
-            sys::kill(target, libc::SIGKILL);
-        });
-    if let Err(err) = spawned {
-        eprintln!("fettle: sandbox: cannot watch the lifeline: {err}");
+/// Waits for `child` to end, SIGKILLing it if the lifeline closes first
+/// (Fettle is gone or gave up). No thread: after `unshare(CLONE_NEWPID)`
+/// the kernel refuses to create one, so this polls a pidfd and the pipe.
+fn wait_with_lifeline(
+    child: libc::pid_t,
+    lifeline: Option<OwnedFd>,
+) -> std::io::Result<libc::c_int> {
+    let pidfd = sys::pidfd_open(child).ok();
+    let mut lifeline = lifeline;
+    loop {
+        let mut fds = Vec::with_capacity(2);
+        if let Some(fd) = &pidfd {
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if let Some(fd) = &lifeline {
+            fds.push(libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // Without a pidfd (Linux < 5.3), look at the child every 50 ms.
+        let timeout = if pidfd.is_some() { -1 } else { 50 };
+        sys::poll(&mut fds, timeout)?;
+        let lifeline_ready = lifeline.is_some() && fds.last().is_some_and(|p| p.revents != 0);
+        if lifeline_ready && lifeline.as_ref().is_some_and(at_eof) {
+            sys::kill(child, libc::SIGKILL);
+            lifeline = None;
+        }
+        match sys::waitpid(child, libc::WNOHANG)? {
+            (0, _) => {}
+            (_, status) if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) => {
+                return Ok(status)
+            }
+            _ => {}
+        }
     }
+}
+
+/// Whether the lifeline has reached EOF (Fettle never writes to it).
+fn at_eof(fd: &OwnedFd) -> bool {
+    let mut byte = [0u8; 1];
+    // SAFETY: reads at most one byte into a local buffer.
+    let n = unsafe { libc::read(fd.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+    n == 0 || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted)
 }
 
 /// In the forked command process: dies with its parent, drops capabilities,
