@@ -9,7 +9,8 @@
 //! environment, the config and git hooks, and a SIGKILLed `fettle fix`
 //! whose test command's processes must die with it.
 //!
-//! `FETTLE_SANDBOX_TEST=off` (no confinement) or `=old` (an emulation of
+//! `FETTLE_SANDBOX_TEST=none` (no runner: the plain `sh -c` of before),
+//! `=off` (the runner, no confinement) or `=old` (an emulation of
 //! the Landlock-only policy before namespaces: /tmp, /dev and ~/.cargo
 //! writable, no protected paths) shows the attacks succeeding without it.
 // In tests a panic is the failure report.
@@ -136,6 +137,10 @@ async fn run_in(fx: &Fixture, command: &str) -> CommandOutcome {
     let mut spec = CommandSpec::new(command, &fx.ws);
     spec.timeout = Duration::from_secs(120);
     spec.sandbox = Some(fx.policy.clone());
+    if std::env::var("FETTLE_SANDBOX_TEST").as_deref() == Ok("none") {
+        // The code path before the runner: a plain `sh -c` in its group.
+        spec.sandbox = None;
+    }
     tokio::time::timeout(Duration::from_secs(180), run(&spec, &Cancel::new()))
         .await
         .expect("run did not return")

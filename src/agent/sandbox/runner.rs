@@ -289,7 +289,11 @@ fn exec_command(args: &RunnerArgs, cwd: &Path, tmp: &Path) -> ! {
         eprintln!("fettle: sandbox: cannot enter {}: {err}", cwd.display());
         sys::exit_now(SETUP_FAILED);
     }
-    sys::drop_capabilities();
+    if args.namespaces || args.landlock {
+        // Root in the namespace (a root caller) must not keep the power to
+        // undo the mounts; unconfined (`off`), a root user keeps root.
+        sys::drop_capabilities();
+    }
     let mut tmp_env = None;
     if args.tmp.is_some() {
         tmp_env = Some(tmp.to_path_buf());
