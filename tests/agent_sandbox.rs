@@ -174,9 +174,8 @@ impl Targets {
         let abstract_name = format!("fettle-sandbox-test-{}", std::process::id());
         let abstract_listener = {
             use std::os::linux::net::SocketAddrExt as _;
-            let addr =
-                std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
-                    .unwrap();
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+                .unwrap();
             UnixListener::bind_addr(&addr).unwrap()
         };
         abstract_listener.set_nonblocking(true).unwrap();
@@ -207,11 +206,17 @@ impl Targets {
             let mut buf = Vec::new();
             let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
             let _ = s.read_to_end(&mut buf);
-            out.push(format!("TCP connection ({:?})", String::from_utf8_lossy(&buf)));
+            out.push(format!(
+                "TCP connection ({:?})",
+                String::from_utf8_lossy(&buf)
+            ));
         }
         let mut buf = [0u8; 64];
         if let Ok((n, _)) = self.udp.recv_from(&mut buf) {
-            out.push(format!("UDP datagram {:?}", String::from_utf8_lossy(&buf[..n])));
+            out.push(format!(
+                "UDP datagram {:?}",
+                String::from_utf8_lossy(&buf[..n])
+            ));
         }
         if self.unix.accept().is_ok() {
             out.push("Unix path socket connection".to_owned());
@@ -224,7 +229,13 @@ impl Targets {
 
     fn victim_state(&self) -> char {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.victim.id())).unwrap();
-        stat.rsplit(')').next().unwrap().trim_start().chars().next().unwrap()
+        stat.rsplit(')')
+            .next()
+            .unwrap()
+            .trim_start()
+            .chars()
+            .next()
+            .unwrap()
     }
 }
 
@@ -527,13 +538,17 @@ async fn the_workspace_private_tmp_and_test_runners_work() {
     let fx = fixture(false);
     let out = run_in(&fx, "echo ok > inside.txt && echo t > /tmp/mine && cat /tmp/mine && echo \"$TMPDIR\" && echo s > \"$TMPDIR/other\"").await;
     assert!(out.success(), "{}", out.describe());
-    assert_eq!(std::fs::read_to_string(fx.ws.join("inside.txt")).unwrap(), "ok\n");
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("inside.txt")).unwrap(),
+        "ok\n"
+    );
     // The private /tmp lasts for the task (the policy), not one command.
     let again = run_in(&fx, "cat /tmp/mine").await;
     assert!(again.output.contains('t'), "{}", again.describe());
     if fx.policy.namespaces {
         assert!(
-            !Path::new("/tmp/mine").exists() || std::fs::read_to_string("/tmp/mine").unwrap() != "t\n",
+            !Path::new("/tmp/mine").exists()
+                || std::fs::read_to_string("/tmp/mine").unwrap() != "t\n",
             "the command wrote the real /tmp"
         );
         // Removed with the last clone of the policy.
@@ -638,7 +653,10 @@ fn fix_commands_cannot_read_fettles_environment_or_loosen_the_next_run() {
         !bodies.contains(&secret),
         "Fettle's environment reached the model"
     );
-    assert_eq!(std::fs::read_to_string(ws.join("fettle.toml")).unwrap(), config);
+    assert_eq!(
+        std::fs::read_to_string(ws.join("fettle.toml")).unwrap(),
+        config
+    );
     assert!(!ws.join(".git/hooks/post-commit").exists());
     assert!(ws.join("inside.txt").exists());
 }
@@ -669,7 +687,10 @@ fn test_processes_die_with_a_sigkilled_fettle_fix() {
         let needle = format!("sleep\0{mark}");
         let deadline = Instant::now() + Duration::from_secs(60);
         while processes_with(&needle).len() < 2 {
-            assert!(Instant::now() < deadline, "{mode}: the test command never started");
+            assert!(
+                Instant::now() < deadline,
+                "{mode}: the test command never started"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         child.kill().unwrap();
@@ -686,5 +707,42 @@ fn test_processes_die_with_a_sigkilled_fettle_fix() {
             "{mode}: {} test process(es) outlived the SIGKILLed fettle fix",
             left.len()
         );
+    }
+}
+
+/// Where namespaces (or Landlock too) are missing, the fallbacks still
+/// hold what they promise: no process outlives the command (the runner is
+/// a subreaper), and with Landlock nothing outside is written (the real
+/// /tmp neither: TMPDIR is the private dir).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fallbacks_kill_leftovers_and_landlock_still_confines_writes() {
+    for landlock in [true, false] {
+        let mut fx = fixture(true);
+        fx.policy.namespaces = false;
+        fx.policy.landlock = landlock;
+        let mark = format!("3002.{}{}", std::process::id(), u8::from(landlock));
+        let tmp_file = std::env::temp_dir().join(format!("fettle-fallback-{mark}"));
+        let command = format!(
+            "setsid sleep {mark} >/dev/null 2>&1 & python3 -c 'import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execvp(\"sleep\", [\"sleep\", \"{mark}\"])\n    os._exit(0)\nos.wait()'; echo x > {tmp}; echo y > \"$TMPDIR/mine\" && echo private-ok; rm -f fettle.toml; echo 'sandbox = \"off\"' > fettle.toml",
+            tmp = tmp_file.display()
+        );
+        let out = run_in(&fx, &command).await;
+        let left = processes_with(&format!("sleep\0{mark}"));
+        kill_all(&left);
+        assert!(
+            left.is_empty(),
+            "landlock={landlock}: {} process(es) outlived the command",
+            left.len()
+        );
+        assert!(out.output.contains("private-ok"), "{}", out.describe());
+        // Restored after the command, with or without Landlock.
+        assert_eq!(
+            std::fs::read_to_string(fx.ws.join("fettle.toml")).unwrap(),
+            "[agent]\nsandbox = \"auto\"\n",
+            "landlock={landlock}"
+        );
+        let wrote_tmp = tmp_file.exists();
+        let _ = std::fs::remove_file(&tmp_file);
+        assert_eq!(wrote_tmp, !landlock, "landlock={landlock}: /tmp written?");
     }
 }

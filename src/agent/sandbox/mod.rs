@@ -266,6 +266,11 @@ pub struct Prepared {
 
 static NOTICE_SHOWN: AtomicBool = AtomicBool::new(false);
 
+/// True the first time only: the fallback is announced once per process.
+fn first_notice() -> bool {
+    !NOTICE_SHOWN.swap(true, Ordering::Relaxed)
+}
+
 /// The policy `agent.sandbox` asks for in `root`, run by this very binary;
 /// an error when `workspace` is asked for and cannot be had.
 pub fn from_config(
@@ -307,7 +312,7 @@ pub fn from_config_with(
                 support.missing().join(" and ")
             ));
         }
-    } else if !(strength.namespaces && strength.landlock) && !NOTICE_SHOWN.swap(true, Ordering::Relaxed) {
+    } else if !(strength.namespaces && strength.landlock) && first_notice() {
         let text = if strength.namespaces || strength.landlock {
             format!(
                 "the sandbox for tests and commands is partial on this system (no {}); `fettle doctor` shows what is enforced",

@@ -60,7 +60,10 @@ impl Support {
             }
         };
         let abi = self.landlock_abi;
-        put(true, "every process of a command dies with it and with Fettle");
+        put(
+            true,
+            "every process of a command dies with it and with Fettle",
+        );
         put(
             self.namespaces,
             "private /tmp and /dev/shm per task; /run hidden",
@@ -94,8 +97,14 @@ impl Support {
             abi >= 6 || (self.namespaces && !network_allowed),
             "no abstract Unix sockets outside (Landlock ABI ≥ 6 or a network namespace)",
         );
-        put(false, "reading files outside the workspace (anything the user can read)");
-        put(false, "Unix path sockets the user can reach outside /tmp and /run");
+        put(
+            false,
+            "reading files outside the workspace (anything the user can read)",
+        );
+        put(
+            false,
+            "Unix path sockets the user can reach outside /tmp and /run",
+        );
         (yes, no)
     }
 }

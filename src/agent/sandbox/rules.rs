@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use landlock::{
-    Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus, Scope, ABI,
 };
 
 /// The newest ABI whose rights this code has been checked against: V6 adds
@@ -54,14 +54,20 @@ pub fn restrict_self(writable: &[PathBuf], network: bool) -> Result<Enforcement,
     let mut created = ruleset
         .create()
         .map_err(fail)?
-        .add_rules(landlock::path_beneath_rules(["/"], AccessFs::from_read(abi)))
+        .add_rules(landlock::path_beneath_rules(
+            ["/"],
+            AccessFs::from_read(abi),
+        ))
         .map_err(fail)?;
     let devices = WRITABLE_DEVICES.iter().map(PathBuf::from);
     for path in writable.iter().cloned().chain(devices) {
         // path_beneath_rules skips paths that do not exist and narrows the
         // rights of a file to the ones a file can have.
         created = created
-            .add_rules(landlock::path_beneath_rules([path], AccessFs::from_all(abi)))
+            .add_rules(landlock::path_beneath_rules(
+                [path],
+                AccessFs::from_all(abi),
+            ))
             .map_err(fail)?;
     }
     let status = created.restrict_self().map_err(fail)?;

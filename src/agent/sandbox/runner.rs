@@ -373,7 +373,13 @@ fn setup_mounts(args: &RunnerArgs, cwd: &Path) -> std::io::Result<()> {
                 kept.push(path);
             }
         }
-        sys::mount(Some(private), tmp_root, None, libc::MS_BIND | libc::MS_REC, None)?;
+        sys::mount(
+            Some(private),
+            tmp_root,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        )?;
         for (path, file) in held {
             let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(true);
             if is_dir {
@@ -385,7 +391,13 @@ fn setup_mounts(args: &RunnerArgs, cwd: &Path) -> std::io::Result<()> {
                 std::fs::File::create(&path)?;
             }
             let source = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-            sys::mount(Some(&source), &path, None, libc::MS_BIND | libc::MS_REC, None)?;
+            sys::mount(
+                Some(&source),
+                &path,
+                None,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            )?;
         }
     }
     let private_tmpfs = |dir: &str, mode: &str| -> std::io::Result<()> {
@@ -480,7 +492,13 @@ fn probe_child() -> i32 {
         return 1;
     }
     let mount = sys::unshare(libc::CLONE_NEWNS).and_then(|()| {
-        sys::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+        sys::mount(
+            None,
+            Path::new("/"),
+            None,
+            libc::MS_REC | libc::MS_PRIVATE,
+            None,
+        )?;
         sys::mount(
             Some(Path::new("tmpfs")),
             Path::new("/tmp"),

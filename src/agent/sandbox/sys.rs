@@ -125,14 +125,25 @@ pub fn kill(pid: libc::pid_t, signal: libc::c_int) {
 pub fn prctl(option: libc::c_int, arg: libc::c_ulong) -> io::Result<()> {
     // SAFETY: the options used here (PDEATHSIG, CHILD_SUBREAPER, CAPBSET_DROP,
     // CAP_AMBIENT) take integers only.
-    cvt(unsafe { libc::prctl(option, arg, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) })
-        .map(drop)
+    cvt(unsafe {
+        libc::prctl(
+            option,
+            arg,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    })
+    .map(drop)
 }
 
 /// Drops every capability from the bounding and ambient sets, so the
 /// command `exec`s with none even as uid 0 in its user namespace.
 pub fn drop_capabilities() {
-    let _ = prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong);
+    let _ = prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+    );
     for cap in 0..64 {
         // EINVAL past the last capability the kernel knows: done.
         if let Err(e) = prctl(libc::PR_CAPBSET_DROP, cap) {
