@@ -355,3 +355,73 @@ pub fn lifeline_pipe() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::Ow
 pub fn available() -> bool {
     rules::abi_version() > 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_paths_include_missing_entries_and_nested_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join("vendor/dep/.git")).unwrap();
+        std::fs::create_dir_all(root.join("node_modules/x/.git")).unwrap();
+        std::fs::write(root.join("sub.git"), "").unwrap();
+        std::fs::create_dir_all(root.join("mod")).unwrap();
+        std::fs::write(root.join("mod/.git"), "gitdir: ../.git/modules/mod\n").unwrap();
+        let protected = Protected::new(root, &[], None);
+        let paths = protected_paths(root, &protected);
+        for want in [
+            ".git",
+            "vendor/dep/.git",
+            "mod/.git",
+            "fettle.toml",
+            ".fettle",
+        ] {
+            assert!(paths.contains(&root.join(want)), "{want} in {paths:?}");
+        }
+        assert!(!paths.contains(&root.join("node_modules/x/.git")));
+        assert!(!paths.contains(&root.join("sub.git")));
+    }
+
+    #[test]
+    fn build_caches_never_include_bin_directories() {
+        for path in build_caches() {
+            assert!(
+                !path.ends_with("bin") && !path.ends_with(".cargo") && !path.ends_with("go"),
+                "{}",
+                path.display()
+            );
+        }
+    }
+
+    #[test]
+    fn wrap_passes_the_policy_and_the_command_last() {
+        let mut policy = SandboxPolicy::unconfined(PathBuf::from("/f"));
+        policy.namespaces = true;
+        policy.landlock = true;
+        policy.network = false;
+        policy.writable = vec![PathBuf::from("/w")];
+        policy.protect = vec![PathBuf::from("/w/.git")];
+        let args = policy.wrap("echo --write x", Some(7));
+        assert_eq!(
+            args,
+            [
+                "sandbox-exec",
+                "--namespaces",
+                "--landlock",
+                "--write",
+                "/w",
+                "--protect",
+                "/w/.git",
+                "--lifeline",
+                "7",
+                "--",
+                "sh",
+                "-c",
+                "echo --write x"
+            ]
+        );
+    }
+}
