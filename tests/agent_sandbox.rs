@@ -746,3 +746,88 @@ async fn fallbacks_kill_leftovers_and_landlock_still_confines_writes() {
         assert_eq!(wrote_tmp, !landlock, "landlock={landlock}: /tmp written?");
     }
 }
+
+/// A timeout, a cancellation and a dropped run: through the runner, the
+/// escaped (`setsid`) processes die as well as the group, with and
+/// without namespaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_cancel_and_drop_kill_escaped_processes_too() {
+    for namespaces in [true, false] {
+        for how in ["timeout", "cancel", "drop"] {
+            let mut fx = fixture(false);
+            fx.policy.namespaces = namespaces;
+            let mark = format!(
+                "3004.{}{}{}",
+                std::process::id(),
+                u8::from(namespaces),
+                how.len()
+            );
+            let mut spec = CommandSpec::new(
+                format!("setsid sleep {mark} >/dev/null 2>&1 & sleep {mark}"),
+                &fx.ws,
+            );
+            spec.sandbox = Some(fx.policy.clone());
+            let needle = format!("sleep\0{mark}");
+            let cancel = Cancel::new();
+            match how {
+                "timeout" => {
+                    spec.timeout = Duration::from_secs(1);
+                    let out = run(&spec, &cancel).await.unwrap();
+                    assert!(out.timed_out, "{}", out.describe());
+                }
+                "cancel" => {
+                    let canceller = cancel.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(800)).await;
+                        canceller.cancel();
+                    });
+                    let out = run(&spec, &cancel).await.unwrap();
+                    assert!(out.cancelled, "{}", out.describe());
+                }
+                _ => {
+                    let dropped =
+                        tokio::time::timeout(Duration::from_millis(800), run(&spec, &cancel)).await;
+                    assert!(dropped.is_err(), "the run ended by itself");
+                }
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let mut left = processes_with(&needle);
+            while !left.is_empty() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                left = processes_with(&needle);
+            }
+            kill_all(&left);
+            assert!(
+                left.is_empty(),
+                "namespaces={namespaces}, {how}: {} process(es) left",
+                left.len()
+            );
+        }
+    }
+}
+
+/// `fettle doctor` says what the sandbox enforces here.
+#[test]
+fn doctor_shows_the_sandbox_section() {
+    let temp = tempfile::tempdir().unwrap();
+    let out = fettle_command(
+        &["doctor", "--no-probe", temp.path().to_str().unwrap()],
+        &temp.path().join("cache"),
+    )
+    .output()
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("sandbox (agent.sandbox = \"auto\"):"),
+        "{text}"
+    );
+    for line in [
+        "user namespace",
+        "PID namespace",
+        "Landlock",
+        "enforced:",
+        "not enforced:",
+    ] {
+        assert!(text.contains(line), "{line} missing:\n{text}");
+    }
+}
