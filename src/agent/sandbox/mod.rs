@@ -138,6 +138,7 @@ impl SandboxPolicy {
         options: &WorkspaceOptions<'_>,
     ) -> std::io::Result<Self> {
         std::fs::create_dir_all(options.tmp_parent)?;
+        sweep_stale(options.tmp_parent);
         let tmp = tempfile::Builder::new()
             .prefix("tmp-")
             .tempdir_in(options.tmp_parent)?;
@@ -156,6 +157,27 @@ impl SandboxPolicy {
             protect: protected_paths(root, options.protected),
             tmp: Some(Arc::new(tmp)),
         })
+    }
+}
+
+/// Private temp dirs older than this were left by a Fettle that died.
+const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Removes private temp dirs a crashed Fettle left behind.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > STALE_TMP);
+        if stale && entry.file_name().to_string_lossy().starts_with("tmp-") {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 

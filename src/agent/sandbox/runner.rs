@@ -98,7 +98,7 @@ fn run_namespaced(
     lifeline: Option<OwnedFd>,
 ) -> Result<libc::c_int, String> {
     enter_namespaces(args.network).map_err(|e| format!("cannot create namespaces: {e}"))?;
-    setup_mounts(args, cwd).map_err(|e| format!("cannot set up the mounts: {e}"))?;
+    let tmp = setup_mounts(args, cwd).map_err(|e| format!("cannot set up the mounts: {e}"))?;
     let (status_read, status_write) = sys::pipe().map_err(|e| e.to_string())?;
     // The first child is PID 1 of the new PID namespace.
     let init = sys::fork().map_err(|e| format!("fork: {e}"))?;
@@ -108,7 +108,7 @@ fn run_namespaced(
         // Dies with the runner (which is single-threaded here, so the
         // "parent thread" is the runner's only thread).
         let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-        init_main(args, cwd, status_write);
+        init_main(args, cwd, &tmp, status_write);
     }
     drop(status_write);
     wait_with_lifeline(init, lifeline).map_err(|e| format!("waiting for the sandbox: {e}"))?;
@@ -124,7 +124,7 @@ fn run_namespaced(
 
 /// PID 1 of the sandbox: mounts `/proc`, runs the command, reaps every
 /// process, and exits (killing the namespace) when the command exits.
-fn init_main(args: &RunnerArgs, cwd: &Path, status_write: OwnedFd) -> ! {
+fn init_main(args: &RunnerArgs, cwd: &Path, tmp: &Path, status_write: OwnedFd) -> ! {
     // A fresh /proc shows only the sandbox's processes. Where the kernel
     // refuses (a /proc with masked paths in some containers), the PID
     // namespace still keeps signals in, and Landlock keeps /proc/<outside
@@ -141,7 +141,7 @@ fn init_main(args: &RunnerArgs, cwd: &Path, status_write: OwnedFd) -> ! {
     let command = match sys::fork() {
         Ok(0) => {
             drop(status_write);
-            exec_command(args, cwd, Path::new("/tmp"))
+            exec_command(args, cwd, tmp)
         }
         Ok(pid) => pid,
         Err(err) => {
@@ -347,9 +347,18 @@ fn enter_namespaces(network: bool) -> std::io::Result<()> {
     )
 }
 
-fn setup_mounts(args: &RunnerArgs, cwd: &Path) -> std::io::Result<()> {
+/// Sets up the mount namespace; returns the command's temp dir (`/tmp`,
+/// or the private dir itself when the workspace is `/tmp`).
+fn setup_mounts(args: &RunnerArgs, cwd: &Path) -> std::io::Result<PathBuf> {
     let tmp_root = Path::new("/tmp");
-    if let Some(private) = &args.tmp {
+    let mut tmp = tmp_root.to_path_buf();
+    // A workspace that is /tmp itself cannot be hidden under the private
+    // one: then TMPDIR alone points there.
+    let workspace_is_tmp = cwd == tmp_root || args.write.iter().any(|w| w == tmp_root);
+    if let (true, Some(private)) = (workspace_is_tmp, &args.tmp) {
+        tmp = private.clone();
+    }
+    if let (false, Some(private)) = (workspace_is_tmp, &args.tmp) {
         // Paths the command needs that live under /tmp (a workspace in a
         // temp dir, a cache there) would vanish under the private /tmp:
         // hold them open and bind them back at the same place.
@@ -429,7 +438,7 @@ fn setup_mounts(args: &RunnerArgs, cwd: &Path) -> std::io::Result<()> {
         }
         read_only_bind(path)?;
     }
-    Ok(())
+    Ok(tmp)
 }
 
 fn read_only_bind(path: &Path) -> std::io::Result<()> {
