@@ -831,3 +831,51 @@ fn doctor_shows_the_sandbox_section() {
         assert!(text.contains(line), "{line} missing:\n{text}");
     }
 }
+
+/// Where the system lacks the sandbox (simulated with
+/// `FETTLE_SANDBOX_DISABLE`), `auto` says so once and runs the task with
+/// what there is; `workspace` refuses to run.
+#[test]
+fn auto_falls_back_and_says_so_once_workspace_fails_closed() {
+    for (disable, mode, expect) in [
+        ("namespaces,landlock", "auto", "supports no sandbox"),
+        (
+            "namespaces",
+            "auto",
+            "partial on this system (no user namespaces)",
+        ),
+        (
+            "namespaces",
+            "workspace",
+            "needs user namespaces and Landlock",
+        ),
+    ] {
+        let temp = tempfile::tempdir().unwrap();
+        let ws = temp.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let mock = Mock::start(Script::from_json(r#"{"responses": []}"#).unwrap());
+        std::fs::write(
+            ws.join("fettle.toml"),
+            mock.config(&format!("sandbox = \"{mode}\"")),
+        )
+        .unwrap();
+        let out = fettle_command(
+            &["fix", "--json", "--test", "true", ws.to_str().unwrap()],
+            &temp.path().join("cache"),
+        )
+        .env("FETTLE_SANDBOX_DISABLE", disable)
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines = stderr
+            .lines()
+            .filter(|l| l.starts_with("fettle: ") && l.contains(expect));
+        assert_eq!(lines.count(), 1, "{disable}/{mode}:\n{stderr}");
+        if mode == "workspace" {
+            assert_eq!(out.status.code(), Some(2), "{stderr}");
+        } else {
+            let result: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            assert_eq!(result["status"], "success", "{result:#}\n{stderr}");
+        }
+    }
+}

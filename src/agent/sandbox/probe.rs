@@ -116,8 +116,27 @@ pub fn support(launcher: &Path) -> Support {
     SUPPORT.get_or_init(|| probe_now(launcher)).clone()
 }
 
+/// The variable that turns sandbox parts off (`namespaces`, `landlock`,
+/// comma-separated), as if the kernel lacked them: to work around a broken
+/// setup, and to test the fallbacks. Only the user's own environment can
+/// set it; it can only weaken `auto` (a `workspace` sandbox then fails).
+pub const DISABLE_VAR: &str = "FETTLE_SANDBOX_DISABLE";
+
 /// Probes without the cache.
 pub fn probe_now(launcher: &Path) -> Support {
+    let disabled = std::env::var(DISABLE_VAR).unwrap_or_default();
+    let off = |part: &str| disabled.split(',').any(|d| d.trim() == part);
+    let landlock_abi = if off("landlock") { 0 } else { abi_version() };
+    if off("namespaces") {
+        return Support {
+            steps: STEPS
+                .iter()
+                .map(|(name, _)| (name.to_string(), Some(format!("disabled by {DISABLE_VAR}"))))
+                .collect(),
+            namespaces: false,
+            landlock_abi,
+        };
+    }
     let output = std::process::Command::new(launcher)
         .args(["sandbox-exec", "--probe"])
         .stdin(std::process::Stdio::null())
@@ -143,6 +162,6 @@ pub fn probe_now(launcher: &Path) -> Support {
     Support {
         steps,
         namespaces,
-        landlock_abi: abi_version(),
+        landlock_abi,
     }
 }
