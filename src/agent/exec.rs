@@ -4,9 +4,17 @@
 //!
 //! The group never outlives [`run`]: it is killed on timeout, on
 //! cancellation, shortly after the main process exits (background children
-//! included), and when the future is dropped.
+//! included), and when the future is dropped. With a [`SandboxPolicy`]
+//! (every command Fettle runs for a task) the command runs through
+//! `fettle sandbox-exec`, which also kills what left the group (`setsid`,
+//! double forks) and dies with Fettle: it holds the read end of a
+//! "lifeline" pipe whose write end only this function holds, so it sees
+//! EOF when Fettle is gone, however it died.
+//!
+//! [`SandboxPolicy`]: crate::agent::sandbox::SandboxPolicy
 
 use std::ffi::OsString;
+use std::os::fd::AsRawFd as _;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -22,6 +30,10 @@ use super::output::{HeadTail, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, NO_OUTPUT};
 /// in flight from children; a background child holding the pipe open is
 /// killed after this.
 const EXIT_GRACE: Duration = Duration::from_millis(300);
+
+/// How long the sandbox runner gets to kill what a command left behind
+/// after its lifeline closed, before its process group is SIGKILLed.
+const RUNNER_GRACE: Duration = Duration::from_millis(1000);
 
 /// Resource limits applied to the command (and inherited by its children).
 /// A value of 0 leaves that limit as inherited.
@@ -56,7 +68,8 @@ pub struct CommandSpec {
     /// Variables passed through even though their name looks secret.
     pub env_allow: Vec<String>,
     pub limits: Limits,
-    /// Run under this Landlock policy (`agent.sandbox`); `None`: unsandboxed.
+    /// Run through `fettle sandbox-exec` under this policy (`agent.sandbox`);
+    /// `None`: a plain `sh -c` in its own process group.
     pub sandbox: Option<crate::agent::sandbox::SandboxPolicy>,
 }
 
@@ -170,13 +183,27 @@ pub fn scrubbed_env(allow: &[String]) -> Vec<(OsString, OsString)> {
     env
 }
 
-/// Kills the process group when dropped, unless disarmed: covers the future
-/// being dropped mid-run (the caller gave up) as well as every normal exit.
+/// Kills the process group when dropped: covers the future being dropped
+/// mid-run (the caller gave up) as well as every normal exit.
 struct GroupKiller {
     pgid: libc::pid_t,
+    /// The write end of the sandbox runner's lifeline; closing it makes the
+    /// runner kill everything the command started, then exit.
+    lifeline: Option<std::os::fd::OwnedFd>,
+    runner: bool,
 }
 
 impl GroupKiller {
+    /// Asks the runner to stop the command (it kills what escaped the
+    /// group too); without a runner, kills the group now.
+    fn stop(&mut self) {
+        if self.runner {
+            self.lifeline = None;
+        } else {
+            self.kill();
+        }
+    }
+
     fn kill(&self) {
         // SAFETY: killpg has no memory-safety preconditions; the pgid is the
         // group we created (`process_group(0)` makes it the child's pid),
@@ -189,6 +216,23 @@ impl GroupKiller {
 
 impl Drop for GroupKiller {
     fn drop(&mut self) {
+        if self.runner && self.lifeline.take().is_some() {
+            // Dropped mid-run: the runner is cleaning up after the closed
+            // lifeline; the group goes a moment later, should it hang.
+            let pgid = self.pgid;
+            let _ = std::thread::Builder::new()
+                .name("fettle-kill".into())
+                .spawn(move || {
+                    std::thread::sleep(RUNNER_GRACE);
+                    GroupKiller {
+                        pgid,
+                        lifeline: None,
+                        runner: false,
+                    }
+                    .kill();
+                });
+            return;
+        }
         self.kill();
     }
 }
@@ -204,11 +248,14 @@ pub async fn run(spec: &CommandSpec, cancel: &Cancel) -> std::io::Result<Command
     let write_end = sender.into_blocking_fd()?;
     let write_end_2 = write_end.try_clone()?;
 
+    let mut lifeline = None;
     let mut cmd = match &spec.sandbox {
-        // `fettle sandbox-exec` restricts itself, then execs `sh -c`.
+        // `fettle sandbox-exec` sets up the sandbox, then runs `sh -c`.
         Some(policy) => {
+            let (read, write) = crate::agent::sandbox::lifeline_pipe()?;
             let mut cmd = Command::new(&policy.launcher);
-            cmd.args(policy.wrap(&spec.command));
+            cmd.args(policy.wrap(&spec.command, Some(read.as_raw_fd())));
+            lifeline = Some((read, write));
             cmd
         }
         None => {
@@ -217,6 +264,7 @@ pub async fn run(spec: &CommandSpec, cancel: &Cancel) -> std::io::Result<Command
             cmd
         }
     };
+    let runner = lifeline.is_some();
     cmd.current_dir(&spec.cwd)
         .env_clear()
         .envs(scrubbed_env(&spec.env_allow))
@@ -224,25 +272,46 @@ pub async fn run(spec: &CommandSpec, cancel: &Cancel) -> std::io::Result<Command
         .stdout(Stdio::from(write_end))
         .stderr(Stdio::from(write_end_2))
         .process_group(0)
-        .kill_on_drop(true);
+        // The runner must get the chance to clean up (see GroupKiller).
+        .kill_on_drop(!runner);
     let limits = spec.limits;
+    let lifeline_fd = lifeline.as_ref().map(|(read, _)| read.as_raw_fd());
     // SAFETY: the closure runs in the forked child before exec, where only
-    // async-signal-safe calls are allowed: it calls getrlimit/setrlimit
-    // (plain syscalls) and reads errno, and allocates nothing.
+    // async-signal-safe calls are allowed: it calls getrlimit/setrlimit and
+    // fcntl (plain syscalls) and reads errno, and allocates nothing.
     unsafe {
-        cmd.pre_exec(move || apply_limits(&limits));
+        cmd.pre_exec(move || {
+            if let Some(fd) = lifeline_fd {
+                // Inherited by the runner only: it is close-on-exec in
+                // Fettle, so no other child keeps it.
+                clear_cloexec(fd)?;
+            }
+            apply_limits(&limits)
+        });
     }
-    let mut child = cmd.spawn()?;
-    // Close our copies of the write end, or the pipe never reaches EOF.
+    let spawned = cmd.spawn();
+    // Close our copies of the write end, or the pipe never reaches EOF,
+    // and our copy of the lifeline's read end, so that the runner alone
+    // holds it.
     drop(cmd);
+    let lifeline = lifeline.map(|(read, write)| {
+        drop(read);
+        write
+    });
+    let mut child = spawned?;
     let Some(pid) = child.id() else {
         return Err(std::io::Error::other(
             "the command exited before it started",
         ));
     };
-    let killer = GroupKiller {
+    let mut killer = GroupKiller {
         pgid: pid as libc::pid_t,
+        lifeline,
+        runner,
     };
+    // After a timeout or cancellation with a runner: when to stop waiting
+    // for its cleanup and kill the group.
+    let mut kill_at = None;
 
     let mut collected = HeadTail::new(spec.max_output_bytes);
     let mut buf = vec![0u8; 64 * 1024];
@@ -270,10 +339,16 @@ pub async fn run(spec: &CommandSpec, cancel: &Cancel) -> std::io::Result<Command
             },
             () = tokio::time::sleep_until(deadline), if status.is_none() && !timed_out && !cancelled => {
                 timed_out = true;
-                killer.kill();
+                killer.stop();
+                kill_at = Some(tokio::time::Instant::now() + RUNNER_GRACE);
             },
             () = cancel.cancelled(), if status.is_none() && !timed_out && !cancelled => {
                 cancelled = true;
+                killer.stop();
+                kill_at = Some(tokio::time::Instant::now() + RUNNER_GRACE);
+            },
+            () = sleep_until_opt(kill_at), if status.is_none() && kill_at.is_some() => {
+                kill_at = None;
                 killer.kill();
             },
             () = sleep_until_opt(grace_until), if grace_until.is_some() => {
@@ -283,6 +358,8 @@ pub async fn run(spec: &CommandSpec, cancel: &Cancel) -> std::io::Result<Command
             },
         }
     }
+    killer.lifeline = None;
+    killer.runner = false;
     killer.kill();
     drop(killer);
 
@@ -304,6 +381,15 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
+}
+
+/// Runs in the child between fork and exec: async-signal-safe calls only.
+fn clear_cloexec(fd: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: fcntl on an fd number is async-signal-safe; errors are reported.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Runs in the child between fork and exec: async-signal-safe calls only.

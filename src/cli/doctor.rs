@@ -46,6 +46,8 @@ pub(super) fn run(path: Option<PathBuf>, no_probe: bool) -> i32 {
         }
     }
     println!();
+    sandbox(layers.resolve().ok().map(|r| r.config.agent));
+    println!();
     println!("grammars:");
     for language in Language::ALL {
         let status = if crate::syntax::parse_str(*language, "", None).is_some() {
@@ -190,4 +192,53 @@ async fn probe(name: &str, config: &ModelConfig) -> Result<String, ModelError> {
         first.as_millis(),
         total.as_millis()
     ))
+}
+
+/// What the sandbox for tests and commands enforces on this system.
+fn sandbox(agent: Option<crate::config::AgentConfig>) {
+    use crate::agent::sandbox;
+    let agent = agent.unwrap_or_default();
+    println!("sandbox (agent.sandbox = \"{}\"):", agent.sandbox);
+    let support = match std::env::current_exe() {
+        Ok(exe) => sandbox::probe::probe_now(&exe),
+        Err(err) => {
+            println!("  cannot find the fettle binary: {err}");
+            return;
+        }
+    };
+    for (name, label) in sandbox::probe::STEPS {
+        let state = match support.steps.iter().find(|(n, _)| n == name) {
+            Some((_, None)) => "yes".to_owned(),
+            Some((_, Some(err))) => format!("no ({err})"),
+            None => "not tried".to_owned(),
+        };
+        println!("  {label:<18} {state}");
+    }
+    let abi = support.landlock_abi;
+    if abi == 0 {
+        println!("  {:<18} no", "Landlock");
+    } else {
+        let tcp = if abi >= 4 { "yes" } else { "no (ABI < 4)" };
+        let scopes = if abi >= 6 { "yes" } else { "no (ABI < 6)" };
+        println!("  {:<18} ABI {abi}: filesystem yes, TCP {tcp}, scopes (abstract sockets, signals) {scopes}", "Landlock");
+    }
+    if agent.sandbox == crate::config::SandboxMode::Off {
+        println!("  off: commands are not confined (their processes still die with the task)");
+        return;
+    }
+    if agent.sandbox == crate::config::SandboxMode::Workspace && !support.missing().is_empty() {
+        println!(
+            "  error: \"workspace\" needs {}: tasks will fail",
+            support.missing().join(" and ")
+        );
+    }
+    let (enforced, not) = support.describe(agent.sandbox_network);
+    println!("  enforced:");
+    for line in enforced {
+        println!("    - {line}");
+    }
+    println!("  not enforced:");
+    for line in not {
+        println!("    - {line}");
+    }
 }

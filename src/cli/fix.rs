@@ -119,8 +119,17 @@ pub fn run(args: FixArgs) -> i32 {
             }
         }
     };
-    spec.sandbox = match crate::agent::sandbox::from_config(&config.agent, &root) {
-        Ok(policy) => policy,
+    spec.sandbox = match crate::agent::sandbox::from_config(
+        &config.agent,
+        &root,
+        spec.test_command.as_deref(),
+    ) {
+        Ok(prepared) => {
+            if let Some(notice) = prepared.notice {
+                eprintln!("fettle: {notice}");
+            }
+            Some(prepared.policy)
+        }
         Err(err) => {
             eprintln!("fettle: {err}");
             return 2;

@@ -54,17 +54,35 @@ enum Command {
         #[command(subcommand)]
         command: model::ModelCommand,
     },
-    /// Internal: run a command under the agent's Landlock sandbox.
+    /// Internal: run a command in the agent's sandbox (see `agent::sandbox::runner`).
     #[command(name = "sandbox-exec", hide = true)]
     SandboxExec {
-        /// A directory the command may write beneath (repeatable).
-        #[arg(long = "write", value_name = "DIR")]
+        /// Enter user, mount, PID and (without --network) network namespaces.
+        #[arg(long)]
+        namespaces: bool,
+        /// Apply Landlock.
+        #[arg(long)]
+        landlock: bool,
+        /// A path the command may write beneath (repeatable).
+        #[arg(long = "write", value_name = "PATH")]
         write: Vec<PathBuf>,
-        /// Allow TCP connect and bind.
+        /// Keep the network.
         #[arg(long)]
         network: bool,
+        /// The private temp dir.
+        #[arg(long, value_name = "DIR")]
+        tmp: Option<PathBuf>,
+        /// A protected path: read-only, restored if created (repeatable).
+        #[arg(long = "protect", value_name = "PATH")]
+        protect: Vec<PathBuf>,
+        /// The fd of the lifeline pipe's read end.
+        #[arg(long, value_name = "FD")]
+        lifeline: Option<i32>,
+        /// Only report which namespace steps work here.
+        #[arg(long)]
+        probe: bool,
         /// The program and its arguments.
-        #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<std::ffi::OsString>,
     },
     /// Run the scriptable mock model server (for tests and development).
@@ -101,29 +119,32 @@ pub fn main() -> i32 {
         Command::Model { command } => model::run(command),
         Command::MockModel(args) => model::mock_model(args),
         Command::SandboxExec {
+            namespaces,
+            landlock,
             write,
             network,
+            tmp,
+            protect,
+            lifeline,
+            probe,
             command,
-        } => sandbox_exec(&write, network, &command),
+        } => {
+            if probe {
+                return crate::agent::sandbox::runner::probe();
+            }
+            crate::agent::sandbox::runner::main(&crate::agent::sandbox::runner::RunnerArgs {
+                namespaces,
+                landlock,
+                write,
+                network,
+                tmp,
+                protect,
+                lifeline,
+                command,
+            })
+        }
         Command::Index { path, query, json } => index(path, query, json),
     }
-}
-
-/// Restricts itself with Landlock, then becomes `command` (exit 126 when
-/// the sandbox cannot be set up, 127 when the program cannot run).
-fn sandbox_exec(write: &[PathBuf], network: bool, command: &[std::ffi::OsString]) -> i32 {
-    use std::os::unix::process::CommandExt;
-    if let Err(err) = crate::agent::sandbox::restrict_self(write, network) {
-        eprintln!("fettle: {err}");
-        return 126;
-    }
-    let Some((program, args)) = command.split_first() else {
-        eprintln!("fettle: sandbox-exec needs a command");
-        return 2;
-    };
-    let err = std::process::Command::new(program).args(args).exec();
-    eprintln!("fettle: cannot run {}: {err}", program.to_string_lossy());
-    127
 }
 
 fn serve() -> i32 {

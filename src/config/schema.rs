@@ -302,8 +302,8 @@ pub struct AgentConfig {
     pub allow_env: Vec<String>,
     /// Address-space limit for tests and commands, in MiB; 0: no limit.
     pub memory_limit_mb: u64,
-    /// Run tests and commands under Landlock (write only to the workspace,
-    /// temp and build caches; no TCP).
+    /// How tests and commands are sandboxed: `auto` (the strongest the
+    /// system supports), `workspace` (require it) or `off`.
     pub sandbox: SandboxMode,
     /// More directories sandboxed commands may write to.
     pub sandbox_writable: Vec<String>,
@@ -335,7 +335,7 @@ impl Default for AgentConfig {
             command_timeout_s: 120,
             allow_env: Vec::new(),
             memory_limit_mb: 8192,
-            sandbox: SandboxMode::Off,
+            sandbox: SandboxMode::Auto,
             sandbox_writable: Vec::new(),
             sandbox_network: false,
             protected_paths: Vec::new(),
@@ -495,8 +495,10 @@ keyword_enum!(
 );
 
 keyword_enum!(
-    /// Whether the agent's tests and commands run in a Landlock sandbox.
-    SandboxMode, "sandbox mode", default = Off, {
+    /// How the agent's tests and commands are sandboxed: the strongest the
+    /// system supports (`auto`), required (`workspace`), or not (`off`).
+    SandboxMode, "sandbox mode", default = Auto, {
+        Auto => "auto",
         Off => "off",
         Workspace => "workspace",
     }

@@ -199,8 +199,20 @@ async fn run(
         Some(config.agent.test_command.clone())
     };
     spec.focus = focus_path.map(|path| Focus { path, lines });
-    spec.sandbox = match crate::agent::sandbox::from_config(&config.agent, &root) {
-        Ok(policy) => policy,
+    spec.sandbox = match crate::agent::sandbox::from_config(
+        &config.agent,
+        &root,
+        spec.test_command.as_deref(),
+    ) {
+        Ok(prepared) => {
+            if let Some(notice) = prepared.notice {
+                state
+                    .client
+                    .show_message(MessageType::WARNING, format!("fettle: {notice}"))
+                    .await;
+            }
+            Some(prepared.policy)
+        }
         Err(err) => return Ok(Some(failed(state, &id, &err).await)),
     };
     let store = match CheckpointStore::for_workspace(&root) {
