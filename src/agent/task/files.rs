@@ -244,8 +244,8 @@ impl Files {
             }
             None => {
                 self.disk
-                            .write_atomic(path, new.as_bytes(), None)
-                            .map_err(|err| PutError::Io(self.explain(path, err)))?;
+                    .write_atomic(path, new.as_bytes(), None)
+                    .map_err(|err| PutError::Io(self.explain(path, err)))?;
                 new.as_bytes().to_vec()
             }
         };
