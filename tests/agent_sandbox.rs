@@ -628,12 +628,15 @@ fn fix_commands_cannot_read_fettles_environment_or_loosen_the_next_run() {
         { "text": "Done." }
     ] });
     let mock = Mock::start(Script::from_json(&script.to_string()).unwrap());
-    let config = mock.config("commands = \"auto\"");
+    // A workspace file cannot turn on `commands = "auto"` (it is gated):
+    // `--yes` approves the command, as a user at the prompt would.
+    let config = mock.config("");
     std::fs::write(ws.join("fettle.toml"), &config).unwrap();
     let out = fettle_command(
         &[
             "fix",
             "--json",
+            "--yes",
             "--goal",
             "write inside.txt",
             "--test",

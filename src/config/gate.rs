@@ -9,7 +9,7 @@
 //! the merge and listed in [`super::Resolved::ignored`] with the reason.
 //! Values that only tighten (e.g. `agent.commands = "never"`) are honoured:
 //! they cannot hurt the user, and a project may well want them.
-//! `docs/trust-h4.md` documents the table; keep the two in step.
+//! `docs/trust/workspace-config.md` documents the table; keep the two in step.
 use std::path::PathBuf;
 
 use serde_json::Value;

@@ -50,7 +50,7 @@
 //! "fix" it.
 //!
 //! Cost: one pass of each literal set and each shape regex, plus a linear
-//! scan for base64 runs and dump lines; see `docs/trust-h3.md` for the
+//! scan for base64 runs and dump lines; see `docs/trust/secrets.md` for the
 //! measurements.
 mod decoded;
 mod encoded;
