@@ -175,8 +175,12 @@ fn a_hostile_model_gets_no_secret_from_fettle_fix() {
     ] });
     let script: Script = serde_json::from_value(script).unwrap();
     let mock = Mock::start(script);
+    // The user's own configuration: a workspace file may not name a key
+    // (that is gated; see tests/config_trust.rs).
+    let user_config = cache.join("no-user-config/fettle");
+    std::fs::create_dir_all(&user_config).unwrap();
     std::fs::write(
-        ws.join("fettle.toml"),
+        user_config.join("config.toml"),
         mock.config("").replace(
             "max_retries = 0\n",
             "max_retries = 0\napi_key_env = \"OPENAI_API_KEY\"\n",

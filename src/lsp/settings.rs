@@ -62,13 +62,30 @@ pub fn set_client_layer(state: &State, source: Source, value: Value) {
 /// Resolves the layers. A valid result replaces the configuration in force;
 /// an invalid one is reported and changes nothing.
 pub async fn apply(state: &Arc<State>) {
-    let mut layers = state.file_layers.lock().clone();
-    for (source, value) in state.client_layers.lock().iter() {
-        layers.set(source.clone(), value.clone());
-    }
-    let resolved = layers.resolve();
+    // Resolve and install under the file layers' lock, with no `.await` in
+    // between: two applies racing (a reload after the user trusted the
+    // workspace, a configuration pull still in flight) must never leave the
+    // older resolution in force.
+    let (resolved, index_changed) = {
+        let file_layers = state.file_layers.lock();
+        let mut layers = file_layers.clone();
+        for (source, value) in state.client_layers.lock().iter() {
+            layers.set(source.clone(), value.clone());
+        }
+        match layers.resolve() {
+            Ok(resolved) => {
+                let old = state.config();
+                let index_changed = old.index != resolved.config.index;
+                crate::logging::set_level(&resolved.config.log.level);
+                state.set_config(resolved.config.clone());
+                (Ok(resolved), index_changed)
+            }
+            Err(err) => (Err(err), false),
+        }
+    };
     match resolved {
         Ok(resolved) => {
+            tracing::info!("configuration applied");
             if !resolved.warnings.is_empty() {
                 let text = resolved.warnings.join("; ");
                 tracing::warn!(warnings = %text, "configuration warnings");
@@ -81,11 +98,6 @@ pub async fn apply(state: &Arc<State>) {
                     .await;
             }
             super::trust::ask_about_ignored(state, &resolved);
-            let old = state.config();
-            let index_changed = old.index != resolved.config.index;
-            crate::logging::set_level(&resolved.config.log.level);
-            state.set_config(resolved.config);
-            tracing::info!("configuration applied");
             check_models(state).await;
             if index_changed && state.initialized() {
                 workspace::start_indexing(state.clone(), None);

@@ -150,6 +150,7 @@ fn unsaved_scenario(variant: &str) -> Option<(Value, Workspace, String)> {
     });
     let out = ws.root().join("nvim-agent.json");
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let state = tempfile::tempdir().unwrap();
     let status = Command::new(nvim)
         .args(["--headless", "--clean", "-n", "-l"])
         .arg(manifest.join("tests/fixtures/neovim/agent_unsaved.lua"))
@@ -164,12 +165,14 @@ fn unsaved_scenario(variant: &str) -> Option<(Value, Workspace, String)> {
         .env("FETTLE_OUT", &out)
         .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
         .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
-        .env("XDG_STATE_HOME", ws.root().join(".state"))
+        // Outside the workspace: Neovim writes its LSP log while the task's
+        // commands run, and the task would take it for their change.
+        .env("XDG_STATE_HOME", state.path())
         .status()
         .expect("run nvim");
     assert!(status.success(), "nvim exited with {status}");
     let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    let log = std::fs::read_to_string(ws.root().join(".state/nvim/lsp.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(state.path().join("nvim/lsp.log")).unwrap_or_default();
     assert_eq!(value["errors"], serde_json::json!([]), "{value:#}\n{log}");
     assert_eq!(value["result"]["status"], "success", "{value:#}\n{log}");
     assert_eq!(value["modified_before_task"], true);

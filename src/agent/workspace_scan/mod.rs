@@ -198,7 +198,7 @@ impl Scanner {
         let Some((last, parents)) = names.split_last() else {
             return false;
         };
-        if parents.iter().any(|n| SKIPPED_DIRS.contains(&n.as_str())) || is_fettle_temp(last) {
+        if parents.iter().any(|n| SKIPPED_DIRS.contains(&n.as_str())) || is_transient(last) {
             return true;
         }
         SKIPPED_DIRS.contains(&last.as_str())
@@ -222,7 +222,7 @@ impl Scanner {
                 if is_dir && SKIPPED_DIRS.contains(&name.as_ref()) {
                     return false;
                 }
-                if is_fettle_temp(&name) {
+                if is_transient(&name) {
                     return false;
                 }
                 !skip.iter().any(|s| entry.path().starts_with(s))
@@ -297,6 +297,19 @@ pub fn diff(before: &Scan, after: &Scan) -> Vec<Changed> {
 }
 
 /// The temporary files of Fettle's own atomic writes.
+/// Files no command is answerable for: Fettle's own temp files, and the
+/// swap, lock and backup files editors keep beside the files they edit
+/// (Vim's `.x.swp` and `4913`, Emacs's `.#x`, `#x#` and `x~`) — undoing
+/// those would pull them from under the editor.
+fn is_transient(name: &str) -> bool {
+    is_fettle_temp(name)
+        || [".swp", ".swo", ".swx"].iter().any(|e| name.ends_with(e))
+        || name.starts_with(".#")
+        || (name.len() > 1 && name.starts_with('#') && name.ends_with('#'))
+        || name.ends_with('~')
+        || name == "4913"
+}
+
 fn is_fettle_temp(name: &str) -> bool {
     name.starts_with('.') && name.contains(".fettle-tmp-")
 }

@@ -239,3 +239,20 @@ fn the_total_budget_is_reported_per_file() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn editor_swap_lock_and_backup_files_are_not_tracked() {
+    for name in [
+        ".models.py.swp",
+        ".x.swo",
+        "4913",
+        ".#models.py",
+        "#models.py#",
+        "models.py~",
+    ] {
+        assert!(super::is_transient(name), "{name}");
+    }
+    for name in ["models.py", "#", "swp", "notes.md"] {
+        assert!(!super::is_transient(name), "{name}");
+    }
+}
