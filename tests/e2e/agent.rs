@@ -135,6 +135,17 @@ fn chat_repairs_a_closed_file_reports_progress_and_undo_restores_it() {
     assert!(events.iter().all(|e| e["taskId"] == result["taskId"]));
     let edit = events.iter().find(|e| e["kind"] == "edit").unwrap();
     assert_eq!(edit["data"]["path"], "calc.py");
+    // tower-lsp writes notifications and responses through separate
+    // channels, so the progress's `end` may trail the command's response.
+    let ended = |lsp: &mut Lsp| {
+        lsp.pending_notifications("$/progress")
+            .iter()
+            .any(|p| p["token"] == "agent-1" && p["value"]["kind"] == "end")
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ended(&mut lsp) && Instant::now() < deadline {
+        lsp.pump_for(Duration::from_millis(50));
+    }
     let progress = lsp.pending_notifications("$/progress");
     let phases: Vec<&str> = progress
         .iter()
