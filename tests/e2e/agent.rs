@@ -716,3 +716,38 @@ fn shutdown_cancels_the_running_task() {
         .get("error")
         .is_none());
 }
+
+/// Giving up puts an open file back through the editor, which saves it:
+/// buffer and disk agree on the original, and nothing is left to tell.
+#[test]
+fn giving_up_restores_an_open_buffer_and_the_editor_saves_it() {
+    let ws = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let mock = Mock::start(
+        r#"{"responses": [
+            {"tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "search": "    return a - b\n", "replace": "    return a * b\n"}}]},
+            {"text": "Tried."}
+        ]}"#,
+    );
+    let mut lsp = start_saving(
+        &ws,
+        cache.path(),
+        mock.options(json!({ "max_iterations": 1 })),
+    );
+    let uri = ws.uri("calc.py");
+    lsp.open(&uri, "python", CALC);
+    let id = chat(&mut lsp, "make check.py pass", json!({ "uri": uri }));
+    let response = response_within(&mut lsp, &id, 60);
+    let result = &response["result"];
+    assert_eq!(
+        result["status"],
+        "gave_up",
+        "{response:#}\n{}",
+        lsp.stderr()
+    );
+    assert_eq!(lsp.buffers[&uri].1, CALC);
+    assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), CALC);
+    assert_eq!(result["editorNotes"], json!([]), "{result:#}");
+    // Saved by the editor after the edit, and after the rollback.
+    assert!(requests(&lsp, "fettle/saveDocuments").len() >= 2);
+}
