@@ -473,7 +473,9 @@ pub fn probe() -> i32 {
             _ => 1,
         },
         Err(err) => {
-            println!("fork: error {err}");
+            // The probe's report goes to its own stdout, a pipe Fettle reads
+            // (never the LSP stream), in the same form as `probe_child`'s.
+            let _ = std::io::stdout().write_all(format!("fork: error {err}\n").as_bytes());
             1
         }
     }
