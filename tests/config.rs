@@ -58,7 +58,7 @@ fn default_values_match_the_contract() {
     );
     assert!(c.diagnostics.enabled);
     assert_eq!(c.diagnostics.debounce_ms, 150);
-    assert_eq!(c.log.level, "info");
+    assert_eq!(c.log.level, "warn");
     let local = &c.models[BUILTIN_MODEL];
     assert_eq!(local.provider, Provider::Local);
     assert_eq!(

@@ -148,3 +148,54 @@ async fn a_broken_model_that_a_feature_uses_fails_the_doctor() {
     assert!(text.contains("down (openai, used by completion)"), "{text}");
     assert_eq!(out.status.code(), Some(1), "{text}");
 }
+
+/// `fettle doctor` in `cwd` with `home` as `$HOME` and only a local model
+/// configured: the verdict line of that model.
+fn local_verdict(cwd: &Path, home: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_fettle"))
+        .arg("doctor")
+        .current_dir(cwd)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env_remove("FETTLE_LOG")
+        .output()
+        .expect("run fettle doctor");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    line_after(&text, "local (local").to_owned()
+}
+
+#[test]
+fn missing_default_weights_advise_the_fetch_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = local_verdict(dir.path(), dir.path());
+    assert!(local.contains("FAILED"), "{local}");
+    assert!(
+        local.contains("Run `fettle model fetch` to install the default model"),
+        "{local}"
+    );
+}
+
+#[test]
+fn a_missing_custom_file_is_not_answered_with_the_default_model() {
+    // `fettle model fetch` without `--url` would save SmolLM2 under this
+    // custom name: the advice must say to fix the path or fetch that file.
+    let dir = tempfile::tempdir().unwrap();
+    let custom = dir.path().join("models/qwen-coder.gguf");
+    std::fs::write(
+        dir.path().join("fettle.toml"),
+        format!("[models.local]\npath = \"{}\"\n", custom.display()),
+    )
+    .unwrap();
+    let local = local_verdict(dir.path(), dir.path());
+    assert!(local.contains("FAILED"), "{local}");
+    assert!(local.contains(&custom.display().to_string()), "{local}");
+    assert!(local.contains("Check models.local.path"), "{local}");
+    assert!(
+        local.contains("`fettle model fetch --model local --url <URL of the .gguf>`"),
+        "{local}"
+    );
+    assert!(
+        !local.contains("Run `fettle model fetch` to install the default model"),
+        "{local}"
+    );
+}

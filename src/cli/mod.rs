@@ -148,7 +148,9 @@ pub fn main() -> i32 {
 }
 
 fn serve() -> i32 {
-    crate::logging::init("info");
+    // Warnings only until the configuration says otherwise (`log.level`,
+    // default "warn"): editors show everything on stderr as errors.
+    crate::logging::init(crate::config::LogConfig::default().level.as_str());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -113,12 +113,14 @@ impl Default for DiagnosticsConfig {
 #[serde(default)]
 pub struct LogConfig {
     /// A `tracing` filter directive; the `FETTLE_LOG` variable overrides it.
+    /// Warnings by default: editors record a server's stderr as errors
+    /// (Neovim's `lsp.log` marks every line `[ERROR]`).
     pub level: String,
 }
 impl Default for LogConfig {
     fn default() -> Self {
         Self {
-            level: "info".to_string(),
+            level: "warn".to_string(),
         }
     }
 }

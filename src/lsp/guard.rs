@@ -68,7 +68,7 @@ where
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
-        let req = without_null_params(req);
+        let req = super::params::normalize(req);
         let id = req.id().cloned();
         let method = req.method().to_owned();
         if method == "shutdown" {
@@ -99,20 +99,6 @@ where
             result
         }
         .boxed()
-    }
-}
-
-/// `"params": null` means "no params" to many clients (for `shutdown`, `exit`
-/// and the like); tower-lsp would reject it as invalid params.
-fn without_null_params(req: Request) -> Request {
-    if req.params() != Some(&serde_json::Value::Null) {
-        return req;
-    }
-    let (method, id, _) = req.into_parts();
-    let builder = Request::build(method);
-    match id {
-        Some(id) => builder.id(id).finish(),
-        None => builder.finish(),
     }
 }
 

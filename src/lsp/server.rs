@@ -108,7 +108,14 @@ impl Server {
         agent::progress_cancelled(&self.state, &params.token);
     }
 
-    pub async fn stats(&self, _params: serde_json::Value) -> Result<serde_json::Value> {
+    /// Takes no parameters: none, null, `{}` or `[]` (Lua's `{}`).
+    pub async fn stats(&self, params: serde_json::Value) -> Result<serde_json::Value> {
+        if !super::params::is_empty(&params) && !params.is_object() {
+            return Err(tower_lsp::jsonrpc::Error::invalid_params(format!(
+                "fettle/stats takes no parameters (send none, null, {{}} or []); got {}",
+                super::params::describe(&params)
+            )));
+        }
         serde_json::to_value(inline_completion::stats(&self.state))
             .map_err(|e| tower_lsp::jsonrpc::Error::invalid_params(e.to_string()))
     }

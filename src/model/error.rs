@@ -104,8 +104,13 @@ pub enum ModelError {
         arguments: String,
     },
     /// The local model's weights file is missing.
-    #[error("model \"{model}\": weights file {path} not found. Run `fettle model fetch` to install the default model, or set models.{model}.path")]
-    MissingWeights { model: String, path: String },
+    #[error("model \"{model}\": weights file {path} not found. {advice}")]
+    MissingWeights {
+        model: String,
+        path: String,
+        /// What to do, fitting the situation (see `local::engine::weights_advice`).
+        advice: String,
+    },
     /// The local runtime failed (load, context, decode).
     #[error("model \"{model}\": {reason}")]
     Local { model: String, reason: String },

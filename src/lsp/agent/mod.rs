@@ -58,19 +58,42 @@ struct UriArgs {
     uri: Option<Url>,
 }
 
+/// The argument shapes, in the words an error shows the user.
+const CHAT_SHAPE: &str = r#"[{"message": "…", "uri": "file:///…", "range": {…}}] (uri and range optional)"#;
+const URI_SHAPE: &str = r#"[{"uri": "file:///…"}] or no argument"#;
+const TASK_ID_SHAPE: &str = r#"[{"taskId": "…"}] or no argument"#;
+const UNDO_SHAPE: &str = r#"[{"taskId": "…", "force": true}] or no argument"#;
+
+/// The command's one argument object. Where every field is optional, no
+/// argument, `null`, `{}` and `[]` (what Lua sends for `{}`) all mean
+/// "the defaults". Errors say what shape was expected.
 fn arg<T: for<'de> Deserialize<'de> + Default>(
     args: &[Value],
     command: &str,
+    shape: &str,
     required: bool,
 ) -> Result<T> {
-    match args.first() {
-        None | Some(Value::Null) if !required => Ok(T::default()),
-        None => Err(Error::invalid_params(format!(
-            "{command}: expected one argument object"
-        ))),
-        Some(value) => serde_json::from_value(value.clone())
-            .map_err(|err| Error::invalid_params(format!("{command}: invalid argument: {err}"))),
+    let expected = |detail: String| {
+        Error::invalid_params(format!("{command} expects {shape}; {detail}"))
+    };
+    let value = match args.first() {
+        Some(value) if !super::params::is_empty(value) => value,
+        _ if !required => return Ok(T::default()),
+        None => return Err(expected("got no argument".to_owned())),
+        Some(value) => {
+            return Err(expected(format!(
+                "got {}",
+                super::params::describe(value)
+            )))
+        }
+    };
+    if !value.is_object() {
+        return Err(expected(format!(
+            "got {}",
+            super::params::describe(value)
+        )));
     }
+    serde_json::from_value(value.clone()).map_err(|err| expected(err.to_string()))
 }
 
 pub async fn chat(
@@ -78,7 +101,7 @@ pub async fn chat(
     args: &[Value],
     token: Option<ProgressToken>,
 ) -> Result<Option<Value>> {
-    let args: ChatArgs = arg(args, CHAT, true)?;
+    let args: ChatArgs = arg(args, CHAT, CHAT_SHAPE, true)?;
     if args.message.trim().is_empty() {
         return Err(Error::invalid_params(format!(
             "{CHAT}: `message` is empty; say what to do"
@@ -93,7 +116,7 @@ pub async fn fix_diagnostics(
     args: &[Value],
     token: Option<ProgressToken>,
 ) -> Result<Option<Value>> {
-    let args: UriArgs = arg(args, FIX_DIAGNOSTICS, false)?;
+    let args: UriArgs = arg(args, FIX_DIAGNOSTICS, URI_SHAPE, false)?;
     let goal = match &args.uri {
         Some(uri) => format!(
             "Fix the errors in {} so that it has no syntax errors and the tests pass.",
@@ -107,7 +130,7 @@ pub async fn fix_diagnostics(
 }
 
 pub fn cancel(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
-    let args: TaskIdArgs = arg(args, CANCEL, false)?;
+    let args: TaskIdArgs = arg(args, CANCEL, TASK_ID_SHAPE, false)?;
     if let Some((id, cancel)) = state.agent.running.lock().as_ref() {
         if args.task_id.as_ref().is_none_or(|wanted| wanted == id) {
             tracing::info!(task = %id, "cancelling");

@@ -26,7 +26,7 @@ struct UndoArgs {
 }
 
 pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
-    let args: UndoArgs = arg(args, UNDO, false)?;
+    let args: UndoArgs = arg(args, UNDO, super::UNDO_SHAPE, false)?;
     let Some(root) = state.roots.read().first().cloned() else {
         return Err(Error::invalid_params(format!(
             "{UNDO}: no workspace folder is open"

@@ -620,7 +620,9 @@ pub fn accept(state: &State, arguments: &[serde_json::Value]) -> Result<Option<s
         .and_then(|a| a.get("id"))
         .and_then(serde_json::Value::as_str)
         .ok_or_else(|| {
-            Error::invalid_params(format!("{ACCEPT_COMMAND} expects [{{\"id\": string}}]"))
+            Error::invalid_params(format!(
+                "{ACCEPT_COMMAND} expects [{{\"id\": \"…\"}}] (the id of the shown suggestion)"
+            ))
         })?;
     if !state.completion.stats.lock().accept(id) {
         tracing::debug!(%id, "acceptance of an unknown or already accepted completion");

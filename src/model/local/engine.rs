@@ -250,8 +250,9 @@ fn load(name: &str, key: &EngineKey) -> Result<LlamaModel, ModelError> {
     let model = LlamaModel::load_from_file(backend, &key.path, &LlamaModelParams::default())
         .map_err(|e| {
             local(format!(
-                "cannot load {}: {e}. Is it a GGUF model llama.cpp supports? `fettle model fetch` installs the default one",
-                key.path.display()
+                "cannot load {}: {e}. Is it a GGUF model llama.cpp supports? {}",
+                key.path.display(),
+                weights_advice(name, &key.path)
             ))
         })?;
     tracing::info!(model = name, path = %key.path.display(), load_ms = started.elapsed().as_millis() as u64, "local model loaded");
@@ -268,6 +269,7 @@ pub(crate) fn check_weights(name: &str, path: &Path) -> Result<(), ModelError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ModelError::MissingWeights {
             model: name.to_string(),
             path: path.display().to_string(),
+            advice: weights_advice(name, path),
         }),
         Err(e) => Err(ModelError::Local {
             model: name.to_string(),
@@ -276,12 +278,39 @@ pub(crate) fn check_weights(name: &str, path: &Path) -> Result<(), ModelError> {
         Ok(()) if &magic != b"GGUF" => Err(ModelError::Local {
             model: name.to_string(),
             reason: format!(
-                "{} is not a GGUF file; run `fettle model fetch` to install the default model",
-                path.display()
+                "{} is not a GGUF file. {}",
+                path.display(),
+                weights_advice(name, path)
             ),
         }),
         Ok(()) => Ok(()),
     }
+}
+
+/// What to do about unusable weights at `path`. `fettle model fetch`
+/// installs the default model (SmolLM2) at the model's configured path, so
+/// it is the fix only when that path is the default one; for a custom path
+/// it would save SmolLM2 under the custom name.
+pub(crate) fn weights_advice(name: &str, path: &Path) -> String {
+    let default = crate::config::expand_home(crate::config::DEFAULT_LOCAL_MODEL_PATH);
+    if path == default {
+        let set_path = format!("or set models.{name}.path to a GGUF model you have");
+        return if name == crate::config::BUILTIN_MODEL {
+            format!("Run `fettle model fetch` to install the default model, {set_path}")
+        } else {
+            format!("Run `fettle model fetch --model {name}` to install the default model there, {set_path}")
+        };
+    }
+    let mut advice = format!(
+        "Check models.{name}.path (it names a custom file), or download a GGUF model to it with \
+         `fettle model fetch --model {name} --url <URL of the .gguf>`"
+    );
+    if name == crate::config::BUILTIN_MODEL {
+        advice.push_str(
+            "; to use the default model instead, remove models.local.path and run `fettle model fetch`",
+        );
+    }
+    advice
 }
 
 /// Prompt tokens evaluated per `decode` call; also the cancellation
