@@ -61,6 +61,12 @@ impl Lsp {
     }
 
     pub fn spawn_with(args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_removing(args, env, &[])
+    }
+
+    /// [`Self::spawn_with`], with the variables in `remove` left out of the
+    /// environment (e.g. the `FETTLE_LOG=debug` tests set by default).
+    pub fn spawn_removing(args: &[&str], env: &[(&str, &str)], remove: &[&str]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_fettle"));
         cmd.args(args)
             .stdin(Stdio::piped())
@@ -74,6 +80,9 @@ impl Lsp {
             );
         for (key, value) in env {
             cmd.env(key, value);
+        }
+        for key in remove {
+            cmd.env_remove(key);
         }
         let mut child = cmd.spawn().expect("spawn fettle");
         let stdin = child.stdin.take();

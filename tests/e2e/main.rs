@@ -5,10 +5,12 @@
 mod harness;
 
 mod agent;
+mod arguments;
 mod config;
 mod diagnostics;
 mod inline_completion;
 mod lifecycle;
+mod logging;
 mod models;
 mod neovim;
 mod robustness;
