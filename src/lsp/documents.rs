@@ -67,6 +67,7 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
 
 pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
     let uri = params.text_document.uri;
+    super::reload::file_saved(state, &uri);
     // An open buffer is already analysed and indexed from its text, which
     // is what was just saved; only a file saved without being open is news.
     if state.documents.contains_key(&uri) {

@@ -48,7 +48,11 @@ pub async fn initialized(state: &Arc<State>, _: InitializedParams) {
     settings::apply(state).await;
     // From here on a configuration change that touches the index re-indexes.
     state.mark_initialized();
-    register_dynamic_capabilities(state).await;
+    if !register_dynamic_capabilities(state).await {
+        // Neovim on Linux, for one: without this, an edit to fettle.toml
+        // made outside the editor would apply only after a restart.
+        super::reload::start_watching(state);
+    }
     workspace::start_indexing(state.clone(), None);
 }
 
@@ -135,17 +139,18 @@ pub async fn execute_command(
 }
 
 /// Asks for file-watching and configuration-change events where the client
-/// supports registering them dynamically.
-async fn register_dynamic_capabilities(state: &Arc<State>) {
+/// supports registering them dynamically. True if the client now watches
+/// files for us.
+async fn register_dynamic_capabilities(state: &Arc<State>) -> bool {
     let Some(workspace) = state.capabilities().and_then(|caps| caps.workspace.clone()) else {
-        return;
+        return false;
     };
     let mut registrations = Vec::new();
-    if workspace
+    let watches_files = workspace
         .did_change_watched_files
         .and_then(|c| c.dynamic_registration)
-        .unwrap_or(false)
-    {
+        .unwrap_or(false);
+    if watches_files {
         registrations.push(Registration {
             id: "fettle/watched-files".to_owned(),
             method: "workspace/didChangeWatchedFiles".to_owned(),
@@ -164,9 +169,11 @@ async fn register_dynamic_capabilities(state: &Arc<State>) {
         });
     }
     if registrations.is_empty() {
-        return;
+        return false;
     }
     if let Err(err) = state.client.register_capability(registrations).await {
         tracing::warn!(%err, "client refused dynamic registration; file changes will only be seen on save");
+        return false;
     }
+    watches_files
 }

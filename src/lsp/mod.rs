@@ -10,6 +10,7 @@ mod inline_completion;
 mod lifecycle;
 mod params;
 mod progress;
+mod reload;
 mod server;
 mod settings;
 mod state;

@@ -87,7 +87,10 @@ mod tests {
     fn shapes_tower_lsp_rejects_are_fixed() {
         assert_eq!(roundtrip("shutdown", Some(Value::Null)), None);
         assert_eq!(roundtrip("fettle/stats", None), Some(json!({})));
-        assert_eq!(roundtrip("fettle/stats", Some(Value::Null)), Some(json!({})));
+        assert_eq!(
+            roundtrip("fettle/stats", Some(Value::Null)),
+            Some(json!({}))
+        );
         assert_eq!(roundtrip("fettle/stats", Some(json!([]))), Some(json!([])));
         assert_eq!(
             roundtrip(

@@ -9,7 +9,7 @@ use tower_lsp::lsp_types::{ConfigurationItem, MessageType};
 
 use super::state::State;
 use super::workspace;
-use crate::config::Source;
+use crate::config::{Config, ConfigError, Resolved, Source};
 
 /// The `workspace/configuration` section Fettle reads.
 pub const SECTION: &str = "fettle";
@@ -62,32 +62,10 @@ pub fn set_client_layer(state: &State, source: Source, value: Value) {
 /// Resolves the layers. A valid result replaces the configuration in force;
 /// an invalid one is reported and changes nothing.
 pub async fn apply(state: &Arc<State>) {
-    // Resolve and install under the file layers' lock, with no `.await` in
-    // between: two applies racing (a reload after the user trusted the
-    // workspace, a configuration pull still in flight) must never leave the
-    // older resolution in force.
-    let (resolved, index_changed) = {
-        let file_layers = state.file_layers.lock();
-        let mut layers = file_layers.clone();
-        for (source, value) in state.client_layers.lock().iter() {
-            layers.set(source.clone(), value.clone());
-        }
-        match layers.resolve() {
-            Ok(resolved) => {
-                let old = state.config();
-                let index_changed = old.index != resolved.config.index;
-                crate::logging::set_level(&resolved.config.log.level);
-                state.set_config(resolved.config.clone());
-                (Ok(resolved), index_changed)
-            }
-            Err(err) => (Err(err), false),
-        }
-    };
-    match resolved {
-        Ok(resolved) => {
-            tracing::info!("configuration applied");
-            if !resolved.warnings.is_empty() {
-                let text = resolved.warnings.join("; ");
+    match install(state) {
+        Ok(installed) => {
+            if !installed.resolved.warnings.is_empty() {
+                let text = installed.resolved.warnings.join("; ");
                 tracing::warn!(warnings = %text, "configuration warnings");
                 state
                     .client
@@ -97,13 +75,45 @@ pub async fn apply(state: &Arc<State>) {
                     )
                     .await;
             }
-            super::trust::ask_about_ignored(state, &resolved);
-            check_models(state).await;
-            if index_changed && state.initialized() {
-                workspace::start_indexing(state.clone(), None);
-            }
+            after_install(state, &installed).await;
         }
         Err(err) => show_invalid(state, &err.to_string()).await,
+    }
+}
+
+/// A configuration just put in force, and the one it replaced.
+pub struct Installed {
+    pub before: Arc<Config>,
+    pub resolved: Resolved,
+}
+
+/// Resolves the layers and, if valid, puts the result in force.
+pub fn install(state: &Arc<State>) -> Result<Installed, ConfigError> {
+    // Resolve and install under the file layers' lock, with no `.await` in
+    // between: two applies racing (a reload after the user trusted the
+    // workspace, a configuration pull still in flight) must never leave the
+    // older resolution in force.
+    let file_layers = state.file_layers.lock();
+    let mut layers = file_layers.clone();
+    for (source, value) in state.client_layers.lock().iter() {
+        layers.set(source.clone(), value.clone());
+    }
+    let resolved = layers.resolve()?;
+    let before = state.config();
+    crate::logging::set_level(&resolved.config.log.level);
+    state.set_config(resolved.config.clone());
+    tracing::info!("configuration applied");
+    Ok(Installed { before, resolved })
+}
+
+/// What follows a new configuration: the trust question for ignored keys,
+/// model problems, re-indexing when `[index]` changed.
+pub async fn after_install(state: &Arc<State>, installed: &Installed) {
+    super::trust::ask_about_ignored(state, &installed.resolved);
+    check_models(state).await;
+    let index_changed = installed.before.index != installed.resolved.config.index;
+    if index_changed && state.initialized() {
+        workspace::start_indexing(state.clone(), None);
     }
 }
 
@@ -156,7 +166,7 @@ async fn check_models(state: &Arc<State>) {
         .await;
 }
 
-async fn show_invalid(state: &State, error: &str) {
+pub async fn show_invalid(state: &State, error: &str) {
     tracing::error!(%error, "invalid configuration; keeping the previous one");
     state
         .client

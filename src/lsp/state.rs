@@ -56,6 +56,8 @@ pub struct State {
     /// When each open document last changed (the agent waits for a pause in
     /// typing before editing a buffer: some clients debounce `didChange`).
     pub last_change: DashMap<Url, std::time::Instant>,
+    /// Reloading the configuration files when they change.
+    pub config_watch: super::reload::ConfigWatch,
 }
 
 /// A consistent copy of an open document, taken under the map's guard and
@@ -98,6 +100,7 @@ impl State {
             completion: Default::default(),
             agent: Default::default(),
             last_change: DashMap::new(),
+            config_watch: Default::default(),
         }
     }
 

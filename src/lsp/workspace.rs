@@ -126,15 +126,14 @@ pub fn start_indexing(state: Arc<State>, client_token: Option<ProgressToken>) {
 }
 
 pub async fn did_change_watched_files(state: &Arc<State>, params: DidChangeWatchedFilesParams) {
-    let mut config_changed = false;
     // Enqueued before the first `.await`, so events apply in the order they came.
     for change in params.changes {
         let Ok(path) = change.uri.to_file_path() else {
             tracing::debug!(uri = %change.uri, "watched-file event for a non-file URI; ignored");
             continue;
         };
-        if path.file_name().is_some_and(|name| name == "fettle.toml") {
-            config_changed = true;
+        if super::reload::is_config_file(state, &path) {
+            super::reload::schedule(state, path.clone(), false);
         }
         // An open buffer is the truth for its file; the disk copy is stale until it closes.
         if state.documents.contains_key(&change.uri) {
@@ -147,10 +146,6 @@ pub async fn did_change_watched_files(state: &Arc<State>, params: DidChangeWatch
             } else {
                 IndexUpdate::File(path)
             });
-    }
-    if config_changed {
-        settings::reload_files(state).await;
-        settings::apply(state).await;
     }
 }
 
@@ -177,5 +172,6 @@ pub async fn did_change_workspace_folders(
     }
     settings::reload_files(state).await;
     settings::apply(state).await;
+    super::reload::rewatch(state);
     start_indexing(state.clone(), None);
 }

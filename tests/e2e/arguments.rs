@@ -85,7 +85,8 @@ fn a_wrong_argument_shape_says_what_was_expected() {
         assert_eq!(response["error"]["code"], -32602, "{response}");
         let message = error_message(&response);
         assert!(
-            message.contains(r#"fettle.undo expects [{"taskId": "…", "force": true}] or no argument"#),
+            message
+                .contains(r#"fettle.undo expects [{"taskId": "…", "force": true}] or no argument"#),
             "{id}: {message}"
         );
     }
@@ -129,6 +130,9 @@ fn stats_takes_null_empty_or_absent_params() {
     }
     let response = raw_request(&mut lsp, "string", "fettle/stats", Some(json!("all")));
     let message = error_message(&response);
-    assert!(message.contains("fettle/stats takes no parameters"), "{message}");
+    assert!(
+        message.contains("fettle/stats takes no parameters"),
+        "{message}"
+    );
     assert!(lsp.shutdown_and_exit().success());
 }

@@ -100,3 +100,117 @@ fn a_broken_workspace_file_is_reported_with_its_location() {
     assert!(text.contains("fettle.toml"), "{text}");
     assert!(lsp.shutdown_and_exit().success());
 }
+
+// Reloading configuration files while the server runs (issue 11, point 8).
+
+/// A client that does not watch files for the server (Neovim on Linux).
+fn no_file_watching() -> serde_json::Value {
+    let mut caps = Lsp::capabilities(&["utf-16"]);
+    caps["workspace"]
+        .as_object_mut()
+        .unwrap()
+        .remove("didChangeWatchedFiles");
+    caps
+}
+
+/// Waits for the `window/showMessage` whose text contains `needle`.
+fn message_containing(lsp: &mut Lsp, needle: &str) -> (u64, String) {
+    let shown = lsp.notification("window/showMessage", |m| {
+        m["message"].as_str().is_some_and(|t| t.contains(needle))
+    });
+    (
+        shown["type"].as_u64().unwrap(),
+        shown["message"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Diagnostics off is visible: a broken file's published list is empty.
+fn diagnostics_are_off(lsp: &mut Lsp, ws: &Workspace, rel: &str) -> bool {
+    let uri = ws.uri(rel);
+    lsp.open(&uri, "rust", "fn broken( {}\n");
+    lsp.diagnostics(&uri, |_| true).is_empty()
+}
+
+fn save(lsp: &mut Lsp, ws: &Workspace, rel: &str) {
+    lsp.notify(
+        "textDocument/didSave",
+        json!({ "textDocument": { "uri": ws.uri(rel) } }),
+    );
+}
+
+#[test]
+fn files_changed_outside_the_editor_are_reloaded_without_file_watching() {
+    let ws = Workspace::new(&[]);
+    let config_home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(config_home.path().join("fettle")).unwrap();
+    let mut lsp = Lsp::spawn_with(
+        &[],
+        &[("XDG_CONFIG_HOME", config_home.path().to_str().unwrap())],
+    );
+    lsp.initialize(&ws.root(), no_file_watching(), None);
+    // The watch is set up before indexing starts.
+    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+    assert!(!lsp
+        .server_requests
+        .iter()
+        .any(|r| r["method"] == "client/registerCapability"
+            && r.to_string().contains("didChangeWatchedFiles")));
+
+    ws.write("fettle.toml", "[diagnostics]\nenabled = false\n");
+    let (kind, text) = message_containing(&mut lsp, "reloaded");
+    assert_eq!(kind, 3, "{text}");
+    assert_eq!(
+        text,
+        "fettle: fettle.toml reloaded: diagnostics.enabled true → false"
+    );
+    assert!(diagnostics_are_off(&mut lsp, &ws, "a.rs"));
+
+    // The user's own file is watched too.
+    std::fs::write(
+        config_home.path().join("fettle/config.toml"),
+        "[completion]\nmodel = \"fast\"\n[models.fast]\nprovider = \"ollama\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    let (_, text) = message_containing(&mut lsp, "config.toml reloaded");
+    assert!(text.contains("completion.model local → fast"), "{text}");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn saving_fettle_toml_in_the_editor_reloads_it() {
+    let ws = Workspace::new(&[]);
+    let mut lsp = Lsp::spawn();
+    // This client watches files, but sends no watched-file event here: the save alone must do.
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+    ws.write("fettle.toml", "[diagnostics]\nenabled = false\n");
+    save(&mut lsp, &ws, "fettle.toml");
+    let (kind, text) = message_containing(&mut lsp, "reloaded");
+    assert_eq!(kind, 3, "{text}");
+    assert!(text.contains("diagnostics.enabled true → false"), "{text}");
+    assert!(diagnostics_are_off(&mut lsp, &ws, "a.rs"));
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn a_broken_reload_is_reported_and_the_previous_configuration_stays() {
+    let ws = Workspace::new(&[("fettle.toml", "[diagnostics]\nenabled = false\n")]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), no_file_watching(), None);
+    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+    ws.write("fettle.toml", "[diagnostics]\nenabled = \n");
+    save(&mut lsp, &ws, "fettle.toml");
+    let (kind, text) = message_containing(&mut lsp, "invalid configuration");
+    assert_eq!(kind, 1, "{text}");
+    assert!(text.contains("fettle.toml:2:"), "{text}");
+    assert!(text.contains("previous configuration"), "{text}");
+    // Still off: the last valid contents stay in force.
+    assert!(diagnostics_are_off(&mut lsp, &ws, "a.rs"));
+    // A valid value that does not fit is refused the same way.
+    ws.write("fettle.toml", "[diagnostics]\nenabled = \"sometimes\"\n");
+    save(&mut lsp, &ws, "fettle.toml");
+    let (kind, text) = message_containing(&mut lsp, "diagnostics.enabled");
+    assert_eq!(kind, 1, "{text}");
+    assert!(diagnostics_are_off(&mut lsp, &ws, "b.rs"));
+    assert!(lsp.shutdown_and_exit().success());
+}

@@ -141,3 +141,47 @@ fn trusting_the_workspace_applies_its_file() {
     }
     assert!(lsp.shutdown_and_exit().success());
 }
+
+#[test]
+fn a_reloaded_workspace_file_is_still_gated() {
+    let mock = BackgroundMock::start(Script::new(vec![ScriptedResponse::text("1;")]));
+    let ws = Workspace::new(&[("src/main.rs", LIB)]);
+    let home = tempfile::tempdir().unwrap();
+    let mut lsp = spawn(home.path());
+    lsp.approvals.push_back(Some("Keep ignoring".to_owned()));
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+    // The hostile file arrives after start-up, and is saved in the editor.
+    ws.write("fettle.toml", &hostile(&mock));
+    lsp.notify(
+        "textDocument/didSave",
+        json!({ "textDocument": { "uri": ws.uri("fettle.toml") } }),
+    );
+    let shown = lsp.notification("window/showMessage", |m| {
+        m["message"]
+            .as_str()
+            .is_some_and(|t| t.contains("reloaded"))
+    });
+    let text = shown["message"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "ignored until you trust this workspace: models.evil.api_key_env, models.evil.base_url"
+        ),
+        "{text}"
+    );
+    let asked = question(&mut lsp);
+    assert!(
+        asked["message"]
+            .as_str()
+            .unwrap()
+            .contains("models.evil.base_url"),
+        "{asked}"
+    );
+    let uri = ws.uri("src/main.rs");
+    lsp.open(&uri, "rust", LIB);
+    complete(&mut lsp, &uri);
+    assert_eq!(mock.server.requests().len(), 0, "{}", lsp.stderr());
+    assert_eq!(carrying_key(&mock), 0);
+    assert!(!home.path().join("fettle/trusted.toml").exists());
+    assert!(lsp.shutdown_and_exit().success());
+}

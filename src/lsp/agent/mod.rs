@@ -59,7 +59,8 @@ struct UriArgs {
 }
 
 /// The argument shapes, in the words an error shows the user.
-const CHAT_SHAPE: &str = r#"[{"message": "…", "uri": "file:///…", "range": {…}}] (uri and range optional)"#;
+const CHAT_SHAPE: &str =
+    r#"[{"message": "…", "uri": "file:///…", "range": {…}}] (uri and range optional)"#;
 const URI_SHAPE: &str = r#"[{"uri": "file:///…"}] or no argument"#;
 const TASK_ID_SHAPE: &str = r#"[{"taskId": "…"}] or no argument"#;
 const UNDO_SHAPE: &str = r#"[{"taskId": "…", "force": true}] or no argument"#;
@@ -73,25 +74,16 @@ fn arg<T: for<'de> Deserialize<'de> + Default>(
     shape: &str,
     required: bool,
 ) -> Result<T> {
-    let expected = |detail: String| {
-        Error::invalid_params(format!("{command} expects {shape}; {detail}"))
-    };
+    let expected =
+        |detail: String| Error::invalid_params(format!("{command} expects {shape}; {detail}"));
     let value = match args.first() {
         Some(value) if !super::params::is_empty(value) => value,
         _ if !required => return Ok(T::default()),
         None => return Err(expected("got no argument".to_owned())),
-        Some(value) => {
-            return Err(expected(format!(
-                "got {}",
-                super::params::describe(value)
-            )))
-        }
+        Some(value) => return Err(expected(format!("got {}", super::params::describe(value)))),
     };
     if !value.is_object() {
-        return Err(expected(format!(
-            "got {}",
-            super::params::describe(value)
-        )));
+        return Err(expected(format!("got {}", super::params::describe(value))));
     }
     serde_json::from_value(value.clone()).map_err(|err| expected(err.to_string()))
 }
