@@ -35,9 +35,8 @@ pub struct ConfigWatch {
     /// Bumped by every trigger; a scheduled reload runs only if it is still
     /// the latest when its debounce ends.
     generation: AtomicU64,
-    /// Files that triggered the pending reload, and whether one was saved
-    /// in the editor (a save always gets a message, even "no change").
-    pending: Mutex<(BTreeSet<PathBuf>, bool)>,
+    /// Files that triggered the pending reload.
+    pending: Mutex<BTreeSet<PathBuf>>,
     /// Our own watcher, for clients that do not offer file watching.
     watcher: Mutex<Option<notify::RecommendedWatcher>>,
 }
@@ -63,18 +62,14 @@ pub fn is_config_file(state: &State, path: &Path) -> bool {
 pub fn file_saved(state: &Arc<State>, uri: &Url) {
     if let Ok(path) = uri.to_file_path() {
         if is_config_file(state, &path) {
-            schedule(state, path, true);
+            schedule(state, path);
         }
     }
 }
 
 /// Schedules a reload after [`DEBOUNCE`]; later triggers push it back.
-pub fn schedule(state: &Arc<State>, path: PathBuf, saved: bool) {
-    {
-        let mut pending = state.config_watch.pending.lock();
-        pending.0.insert(path);
-        pending.1 |= saved;
-    }
+pub fn schedule(state: &Arc<State>, path: PathBuf) {
+    state.config_watch.pending.lock().insert(path);
     let generation = state.config_watch.generation.fetch_add(1, Ordering::SeqCst) + 1;
     let state = state.clone();
     tokio::spawn(async move {
@@ -86,7 +81,7 @@ pub fn schedule(state: &Arc<State>, path: PathBuf, saved: bool) {
 }
 
 async fn reload(state: &Arc<State>) {
-    let (files, saved) = std::mem::take(&mut *state.config_watch.pending.lock());
+    let files = std::mem::take(&mut *state.config_watch.pending.lock());
     let names = files
         .iter()
         .map(|f| display(f))
@@ -120,9 +115,10 @@ async fn reload(state: &Arc<State>) {
         .map(|k| k.key.as_str())
         .collect();
     tracing::info!(files = %names, changes = changes.len(), "configuration files reloaded");
-    // A change that altered nothing (our own write of the trust store, a
-    // `touch`) is not worth a message unless the user just saved.
-    let worth_saying = errors.is_empty() && (saved || layers_changed || !changes.is_empty());
+    // A reload that found nothing new (our own write of the trust store, a
+    // `touch`, the save that follows a watcher event already handled) is
+    // not worth a message.
+    let worth_saying = errors.is_empty() && (layers_changed || !changes.is_empty());
     if worth_saying {
         let mut text = format!("fettle: {names} reloaded: ");
         if changes.is_empty() {
@@ -251,7 +247,7 @@ pub fn start_watching(state: &Arc<State>) {
             if files.contains(&path) {
                 let state = state.clone();
                 // `schedule` spawns on the runtime; this is notify's thread.
-                runtime.spawn(async move { schedule(&state, path, false) });
+                runtime.spawn(async move { schedule(&state, path) });
             }
         }
     };

@@ -133,7 +133,7 @@ pub async fn did_change_watched_files(state: &Arc<State>, params: DidChangeWatch
             continue;
         };
         if super::reload::is_config_file(state, &path) {
-            super::reload::schedule(state, path.clone(), false);
+            super::reload::schedule(state, path.clone());
         }
         // An open buffer is the truth for its file; the disk copy is stale until it closes.
         if state.documents.contains_key(&change.uri) {
