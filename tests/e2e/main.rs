@@ -12,6 +12,8 @@ mod lifecycle;
 mod models;
 mod neovim;
 mod robustness;
+mod robustness_eof;
+mod robustness_framing;
 mod symbols;
 mod trust;
 mod workspace;

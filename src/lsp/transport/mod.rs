@@ -95,9 +95,8 @@ async fn read_client<I: AsyncRead + Unpin>(
                 continue;
             }
             Frame::TooLarge(length) => {
-                let why = format!(
-                    "Content-Length {length} exceeds the limit of {MAX_BODY_BYTES} bytes"
-                );
+                let why =
+                    format!("Content-Length {length} exceeds the limit of {MAX_BODY_BYTES} bytes");
                 tracing::error!(%why, "message skipped");
                 let _ = to_client.send(error_frame("null", -32700, &format!("Parse error: {why}")));
                 // The length cannot be trusted: look for the next header.
@@ -298,7 +297,10 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"m"}"#,
             r#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#,
         ] {
-            assert!(matches!(check_message(body.as_bytes()), Err(Rejected::NotJsonRpc)), "{body}");
+            assert!(
+                matches!(check_message(body.as_bytes()), Err(Rejected::NotJsonRpc)),
+                "{body}"
+            );
         }
         for body in [
             r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"m"}"#,
