@@ -71,6 +71,9 @@ where
         let req = super::params::normalize(req);
         let id = req.id().cloned();
         let method = req.method().to_owned();
+        if let Some(answer) = refused(&method, id.as_ref()) {
+            return futures::future::ready(Ok(answer)).boxed();
+        }
         if method == "shutdown" {
             self.lifecycle
                 .shutdown_requested
@@ -99,6 +102,35 @@ where
             result
         }
         .boxed()
+    }
+}
+
+/// Messages tower-lsp would get wrong, answered here: `Some(answer)`.
+///
+/// - `shutdown` is a request; as a notification tower-lsp would still shut
+///   the server down (every later request `-32600`), so it is ignored.
+/// - A `$/` method sent as a request must get MethodNotFound (the spec);
+///   tower-lsp drops every `$/` MethodNotFound, leaving the client waiting.
+///   No `$/` method is a request, so none reaches the server as one.
+fn refused(method: &str, id: Option<&tower_lsp::jsonrpc::Id>) -> Option<Option<Response>> {
+    match id {
+        None if method == "shutdown" => {
+            tracing::warn!("ignored `shutdown` sent as a notification (it must be a request)");
+            Some(None)
+        }
+        Some(id) if method.starts_with("$/") => {
+            tracing::warn!(%method, "a `$/` method sent as a request: MethodNotFound");
+            Some(Some(Response::from_error(
+                id.clone(),
+                Error {
+                    code: ErrorCode::MethodNotFound,
+                    message: format!("Method not found: {method} (`$/` methods are notifications)")
+                        .into(),
+                    data: None,
+                },
+            )))
+        }
+        _ => None,
     }
 }
 

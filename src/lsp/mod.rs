@@ -23,6 +23,10 @@ use std::sync::Arc;
 
 use tower_lsp::LspService;
 
+/// After the client's input ends, how long handlers still running get to
+/// finish (their answers may still be read) before the process stops.
+const EOF_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Serves LSP over stdio until `exit` (or end of input); returns the process exit code.
 pub async fn serve_stdio() -> i32 {
     let lifecycle = Arc::new(guard::Lifecycle::default());
@@ -39,16 +43,31 @@ pub async fn serve_stdio() -> i32 {
     if std::env::var_os("FETTLE_TEST_HOOKS").is_some() {
         builder = builder
             .custom_method("fettle/debug/panic", server::Server::debug_panic)
-            .custom_method("fettle/debug/sleep", server::Server::debug_sleep);
+            .custom_method("fettle/debug/sleep", server::Server::debug_sleep)
+            .custom_method("fettle/debug/bulk", server::Server::debug_bulk);
     }
     let (service, socket) = builder.finish();
     let service = guard::Guarded::new(service, lifecycle.clone());
     let transport = transport::spawn(tokio::io::stdin(), tokio::io::stdout());
     let serve = tower_lsp::Server::new(transport.server_input, transport.server_output, socket)
         .serve(service);
+    tokio::pin!(serve);
+    let input_closed = transport.input_closed;
     tokio::select! {
-        () = serve => tracing::info!("input closed"),
+        () = &mut serve => tracing::info!("input closed"),
         () = lifecycle.exited() => tracing::info!("exit received"),
+        _ = input_closed => {
+            // tower-lsp's `serve` waits for every handler, and one waiting
+            // on the client (`workspace/configuration`, an approval) never
+            // ends now: give the others a moment to answer, then stop.
+            // Ending the process ends a running task's commands too (their
+            // sandbox runner holds a lifeline to this process).
+            if tokio::time::timeout(EOF_GRACE, &mut serve).await.is_err() {
+                tracing::warn!("input closed with requests still pending; exiting anyway");
+            } else {
+                tracing::info!("input closed");
+            }
+        }
     }
     // Let what is already written reach the client, but never hang on it.
     let _ = tokio::time::timeout(std::time::Duration::from_millis(500), transport.writer).await;

@@ -136,4 +136,14 @@ impl Server {
         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         Ok(serde_json::json!({ "slept_ms": ms }))
     }
+
+    /// A result of `bytes` bytes or so: lets tests reach the output limit.
+    pub async fn debug_bulk(&self, params: serde_json::Value) -> Result<serde_json::Value> {
+        let bytes = params
+            .get("bytes")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX).min(1 << 30);
+        Ok(serde_json::Value::String("x".repeat(bytes)))
+    }
 }

@@ -51,6 +51,12 @@ pub struct Lsp {
     /// Answer `fettle/saveDocuments` like an editor that saves: write each
     /// listed buffer to its file (otherwise: report every one as not saved).
     pub save_documents: bool,
+    /// Server requests with these methods are recorded but never answered
+    /// (a client that does not answer).
+    pub unanswered: Vec<&'static str>,
+    /// The last bodies from the server, as sent (small ones only): for what
+    /// parsing into a `Value` would hide, like the exact text of an id.
+    raw: Arc<Mutex<VecDeque<String>>>,
     stderr: Arc<Mutex<String>>,
     closed: bool,
 }
@@ -89,7 +95,9 @@ impl Lsp {
         let stdout = child.stdout.take().expect("stdout");
         let stderr_pipe = child.stderr.take().expect("stderr");
         let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || read_messages(stdout, tx));
+        let raw = Arc::new(Mutex::new(VecDeque::new()));
+        let raw_sink = raw.clone();
+        std::thread::spawn(move || read_messages(stdout, tx, raw_sink));
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = stderr.clone();
         std::thread::spawn(move || {
@@ -115,6 +123,8 @@ impl Lsp {
             type_before_next_apply: None,
             approvals: VecDeque::new(),
             save_documents: false,
+            unanswered: Vec::new(),
+            raw,
             stderr,
             closed: false,
         }
@@ -343,6 +353,11 @@ impl Lsp {
         self.stdin = None;
     }
 
+    /// The bodies of the last small messages from the server, as sent.
+    pub fn raw_messages(&self) -> Vec<String> {
+        self.raw.lock().unwrap().iter().cloned().collect()
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
@@ -370,7 +385,9 @@ impl Lsp {
     fn dispatch(&mut self, message: Value) {
         let has_id = message.get("id").is_some();
         if let Some(method) = message.get("method").and_then(Value::as_str) {
-            if has_id {
+            if has_id && self.unanswered.contains(&method) {
+                self.server_requests.push(message.clone());
+            } else if has_id {
                 let reply = self.answer_server_request(method, &message["params"]);
                 self.server_requests.push(message.clone());
                 let id = message["id"].clone();
@@ -491,7 +508,7 @@ impl Drop for Lsp {
     }
 }
 
-fn read_messages(stdout: impl Read, tx: mpsc::Sender<Incoming>) {
+fn read_messages(stdout: impl Read, tx: mpsc::Sender<Incoming>, raw: Arc<Mutex<VecDeque<String>>>) {
     let mut reader = BufReader::new(stdout);
     loop {
         let mut length = None;
@@ -519,6 +536,13 @@ fn read_messages(stdout: impl Read, tx: mpsc::Sender<Incoming>) {
         if reader.read_exact(&mut body).is_err() {
             let _ = tx.send(Incoming::Closed);
             return;
+        }
+        if body.len() <= 4096 {
+            let mut raw = raw.lock().unwrap();
+            raw.push_back(String::from_utf8_lossy(&body).into_owned());
+            if raw.len() > 1000 {
+                raw.pop_front();
+            }
         }
         let message: Value = serde_json::from_slice(&body).expect("fettle sent invalid JSON");
         if tx.send(Incoming::Message(message)).is_err() {

@@ -14,6 +14,8 @@ mod logging;
 mod models;
 mod neovim;
 mod robustness;
+mod robustness_eof;
+mod robustness_framing;
 mod symbols;
 mod trust;
 mod workspace;
