@@ -698,3 +698,46 @@ fn no_completion_inside_a_secret_file() {
     assert!(mock.server.requests().is_empty(), "the model was asked");
     assert!(lsp.shutdown_and_exit().success());
 }
+
+/// A position past the end of a line, or of the document, is clamped (as
+/// LSP says) and the item's range is the clamped position, never the one
+/// sent (`line 99999` used to come back as it was): in each encoding, after
+/// non-ASCII text whose width differs between them.
+#[test]
+fn positions_past_the_end_are_clamped_in_the_items_range() {
+    let first = "    let s = \"😀 名前\"; let n = ";
+    let last = "    let m = \"名前 😀\"; let k = ";
+    let text = format!("fn main() {{\n{first}\n{last}");
+    for encoding in ["utf-8", "utf-16", "utf-32"] {
+        let mut answer = ScriptedResponse::text("42;");
+        answer.repeat = true;
+        let mock = Mock::start(vec![answer]);
+        let ws = Workspace::new(&[("src/main.rs", &text)]);
+        let mut lsp = Lsp::spawn();
+        let init = lsp.initialize(&ws.root(), Lsp::capabilities(&[encoding]), Some(mock.options()));
+        assert_eq!(init["capabilities"]["positionEncoding"], encoding);
+        let uri = ws.uri("src/main.rs");
+        lsp.open(&uri, "rust", &text);
+        let width = |s: &str| match encoding {
+            "utf-8" => s.len(),
+            "utf-16" => s.encode_utf16().count(),
+            _ => s.chars().count(),
+        };
+        let end_of_first = json!({ "line": 1, "character": width(first) });
+        let end_of_document = json!({ "line": 2, "character": width(last) });
+        for ((line, character), want) in [
+            ((1, 99_999), &end_of_first),
+            ((2, 99_999), &end_of_document),
+            ((99_999, 0), &end_of_document),
+            ((99_999, 99_999), &end_of_document),
+        ] {
+            let result = complete(&mut lsp, &uri, line, character);
+            assert_eq!(
+                result["items"][0]["range"],
+                json!({ "start": want, "end": want }),
+                "{encoding}, sent {line}:{character}: {result}"
+            );
+        }
+        assert!(lsp.shutdown_and_exit().success());
+    }
+}
