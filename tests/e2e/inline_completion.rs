@@ -714,7 +714,11 @@ fn positions_past_the_end_are_clamped_in_the_items_range() {
         let mock = Mock::start(vec![answer]);
         let ws = Workspace::new(&[("src/main.rs", &text)]);
         let mut lsp = Lsp::spawn();
-        let init = lsp.initialize(&ws.root(), Lsp::capabilities(&[encoding]), Some(mock.options()));
+        let init = lsp.initialize(
+            &ws.root(),
+            Lsp::capabilities(&[encoding]),
+            Some(mock.options()),
+        );
         assert_eq!(init["capabilities"]["positionEncoding"], encoding);
         let uri = ws.uri("src/main.rs");
         lsp.open(&uri, "rust", &text);

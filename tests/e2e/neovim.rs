@@ -466,8 +466,7 @@ fn neovim_menu_item_with_plain_omnifunc_is_accepted_whole() {
 #[test]
 fn neovim_menu_item_completes_the_word_being_typed() {
     let file = "def valid(i):\n    return 0 <= i.qu\n";
-    if let Some(value) = accept_menu_item(file, 2, "", "omnifunc", true, "antity and i.price > 0")
-    {
+    if let Some(value) = accept_menu_item(file, 2, "", "omnifunc", true, "antity and i.price > 0") {
         check_accepted(&value, &format!("def valid(i):\n    return {QUANTITY}\n"));
     }
 }

@@ -123,7 +123,10 @@ fn menu_item(
     // inserts only it when nothing runs on accept), and filters by it.
     let first_line = text.split('\n').next().unwrap_or("").trim_end();
     let label = if first_line.trim().is_empty() {
-        text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("")
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("")
     } else {
         first_line
     }
@@ -134,7 +137,9 @@ fn menu_item(
         kind: Some(CompletionItemKind::TEXT),
         detail: Some("fettle".to_string()),
         // The menu shows one line: the popup shows all of them.
-        documentation: text.contains('\n').then(|| Documentation::String(text.clone())),
+        documentation: text
+            .contains('\n')
+            .then(|| Documentation::String(text.clone())),
         sort_text: Some("0".to_string()),
         insert_text_format: Some(format),
         insert_text_mode: Some(mode),
