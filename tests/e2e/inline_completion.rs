@@ -745,3 +745,60 @@ fn positions_past_the_end_are_clamped_in_the_items_range() {
         assert!(lsp.shutdown_and_exit().success());
     }
 }
+
+/// The menu item for a client with snippet support: escaped snippet text
+/// that starts with the word being typed (its range starts there, in the
+/// negotiated encoding), without the closers it re-types (left in place:
+/// the edit ends at the cursor), whole first line as label and filter.
+#[test]
+fn the_menu_item_starts_at_the_typed_word_and_ends_at_the_cursor() {
+    let text = "fn f(p: &Point) -> f64 {\n    let z = \"😀\"; let y = are\n    let w = max()\n}\n";
+    let mock = Mock::start(vec![
+        ScriptedResponse::text("a(p) + ${1};"),
+        ScriptedResponse::text("p.x, p.y)"),
+    ]);
+    let ws = Workspace::new(&[("src/lib.rs", text)]);
+    let mut lsp = Lsp::spawn();
+    let mut options = mock.options();
+    options["completion"]["as_completion_item"] = json!(true);
+    let mut capabilities = Lsp::capabilities(&["utf-16"]);
+    capabilities["textDocument"]["completion"] =
+        json!({ "completionItem": { "snippetSupport": true } });
+    lsp.initialize(&ws.root(), capabilities, Some(options));
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", text);
+    let menu = |lsp: &mut Lsp, line: u32, character: u32| {
+        lsp.request(
+            "textDocument/completion",
+            json!({ "textDocument": { "uri": uri }, "position": { "line": line, "character": character } }),
+        )
+        .unwrap()
+    };
+    // `    let z = "😀"; let y = are`: 29 UTF-16 units, `are` starts at 26.
+    let result = menu(&mut lsp, 1, 29);
+    let item = &result[0];
+    assert_eq!(
+        item["textEdit"]["newText"], r"area(p) + \${1\};",
+        "{result}"
+    );
+    assert_eq!(
+        item["textEdit"]["range"],
+        json!({ "start": { "line": 1, "character": 26 }, "end": { "line": 1, "character": 29 } })
+    );
+    assert_eq!(item["label"], "area(p) + ${1};");
+    assert_eq!(item["filterText"], "area(p) + ${1};");
+    assert_eq!(
+        (&item["insertTextFormat"], &item["insertTextMode"]),
+        (&json!(2), &json!(2))
+    );
+    assert_eq!(item["command"]["command"], "fettle.acceptCompletion");
+    // `max(█)` + `p.x, p.y)`: the `)` stays, the edit ends at the cursor.
+    let result = menu(&mut lsp, 2, 16);
+    let item = &result[0];
+    assert_eq!(item["textEdit"]["newText"], "p.x, p.y", "{result}");
+    assert_eq!(
+        item["textEdit"]["range"],
+        json!({ "start": { "line": 2, "character": 16 }, "end": { "line": 2, "character": 16 } })
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
