@@ -698,3 +698,107 @@ fn no_completion_inside_a_secret_file() {
     assert!(mock.server.requests().is_empty(), "the model was asked");
     assert!(lsp.shutdown_and_exit().success());
 }
+
+/// A position past the end of a line, or of the document, is clamped (as
+/// LSP says) and the item's range is the clamped position, never the one
+/// sent (`line 99999` used to come back as it was): in each encoding, after
+/// non-ASCII text whose width differs between them.
+#[test]
+fn positions_past_the_end_are_clamped_in_the_items_range() {
+    let first = "    let s = \"😀 名前\"; let n = ";
+    let last = "    let m = \"名前 😀\"; let k = ";
+    let text = format!("fn main() {{\n{first}\n{last}");
+    for encoding in ["utf-8", "utf-16", "utf-32"] {
+        let mut answer = ScriptedResponse::text("42;");
+        answer.repeat = true;
+        let mock = Mock::start(vec![answer]);
+        let ws = Workspace::new(&[("src/main.rs", &text)]);
+        let mut lsp = Lsp::spawn();
+        let init = lsp.initialize(
+            &ws.root(),
+            Lsp::capabilities(&[encoding]),
+            Some(mock.options()),
+        );
+        assert_eq!(init["capabilities"]["positionEncoding"], encoding);
+        let uri = ws.uri("src/main.rs");
+        lsp.open(&uri, "rust", &text);
+        let width = |s: &str| match encoding {
+            "utf-8" => s.len(),
+            "utf-16" => s.encode_utf16().count(),
+            _ => s.chars().count(),
+        };
+        let end_of_first = json!({ "line": 1, "character": width(first) });
+        let end_of_document = json!({ "line": 2, "character": width(last) });
+        for ((line, character), want) in [
+            ((1, 99_999), &end_of_first),
+            ((2, 99_999), &end_of_document),
+            ((99_999, 0), &end_of_document),
+            ((99_999, 99_999), &end_of_document),
+        ] {
+            let result = complete(&mut lsp, &uri, line, character);
+            assert_eq!(
+                result["items"][0]["range"],
+                json!({ "start": want, "end": want }),
+                "{encoding}, sent {line}:{character}: {result}"
+            );
+        }
+        assert!(lsp.shutdown_and_exit().success());
+    }
+}
+
+/// The menu item for a client with snippet support: escaped snippet text
+/// that starts with the word being typed (its range starts there, in the
+/// negotiated encoding), without the closers it re-types (left in place:
+/// the edit ends at the cursor), whole first line as label and filter.
+#[test]
+fn the_menu_item_starts_at_the_typed_word_and_ends_at_the_cursor() {
+    let text = "fn f(p: &Point) -> f64 {\n    let z = \"😀\"; let y = are\n    let w = max()\n}\n";
+    let mock = Mock::start(vec![
+        ScriptedResponse::text("a(p) + ${1};"),
+        ScriptedResponse::text("p.x, p.y)"),
+    ]);
+    let ws = Workspace::new(&[("src/lib.rs", text)]);
+    let mut lsp = Lsp::spawn();
+    let mut options = mock.options();
+    options["completion"]["as_completion_item"] = json!(true);
+    let mut capabilities = Lsp::capabilities(&["utf-16"]);
+    capabilities["textDocument"]["completion"] =
+        json!({ "completionItem": { "snippetSupport": true } });
+    lsp.initialize(&ws.root(), capabilities, Some(options));
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", text);
+    let menu = |lsp: &mut Lsp, line: u32, character: u32| {
+        lsp.request(
+            "textDocument/completion",
+            json!({ "textDocument": { "uri": uri }, "position": { "line": line, "character": character } }),
+        )
+        .unwrap()
+    };
+    // `    let z = "😀"; let y = are`: 29 UTF-16 units, `are` starts at 26.
+    let result = menu(&mut lsp, 1, 29);
+    let item = &result[0];
+    assert_eq!(
+        item["textEdit"]["newText"], r"area(p) + \${1\};",
+        "{result}"
+    );
+    assert_eq!(
+        item["textEdit"]["range"],
+        json!({ "start": { "line": 1, "character": 26 }, "end": { "line": 1, "character": 29 } })
+    );
+    assert_eq!(item["label"], "area(p) + ${1};");
+    assert_eq!(item["filterText"], "area(p) + ${1};");
+    assert_eq!(
+        (&item["insertTextFormat"], &item["insertTextMode"]),
+        (&json!(2), &json!(2))
+    );
+    assert_eq!(item["command"]["command"], "fettle.acceptCompletion");
+    // `max(█)` + `p.x, p.y)`: the `)` stays, the edit ends at the cursor.
+    let result = menu(&mut lsp, 2, 16);
+    let item = &result[0];
+    assert_eq!(item["textEdit"]["newText"], "p.x, p.y", "{result}");
+    assert_eq!(
+        item["textEdit"]["range"],
+        json!({ "start": { "line": 2, "character": 16 }, "end": { "line": 2, "character": 16 } })
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}

@@ -15,9 +15,11 @@ use futures::StreamExt;
 use tower_lsp::jsonrpc::{Error, Result};
 use tower_lsp::lsp_types::{Command, Range};
 
+mod menu_item;
 mod protocol;
 mod shared;
 
+pub use menu_item::as_completion_items;
 pub use protocol::{InlineCompletionItem, InlineCompletionList, InlineCompletionParams};
 pub use shared::CompletionState;
 use shared::{open_files, secret_buffer_values, Ticket, Window};
@@ -91,9 +93,13 @@ async fn complete(
     state
         .completion
         .touched(&snapshot.uri, Some(cursor..cursor));
+    // The item's range is in the document's terms: a position past the end
+    // of a line or of the document is clamped (as the spec says), never
+    // echoed back as sent.
+    let at_cursor = position::position_of(&snapshot.rope, cursor, encoding);
     let mut base = Range {
-        start: params.position,
-        end: params.position,
+        start: at_cursor,
+        end: at_cursor,
     };
     // A selected item in the client's completion menu: complete as if it
     // had been typed, and replace its range with selection + completion.
@@ -106,7 +112,7 @@ async fn complete(
         let sel = position::range_to_bytes(&snapshot.rope, selected.range, encoding);
         text.replace_range(sel.start..sel.end.max(sel.start), &selected.text);
         cursor = sel.start + selected.text.len();
-        base = selected.range;
+        base = position::range_of(&snapshot.rope, sel.clone(), encoding);
         typed_prefix = selected.text.clone();
     }
 
@@ -559,53 +565,6 @@ fn window_start(text: &str, lines: usize) -> usize {
     text.rmatch_indices('\n')
         .nth(lines)
         .map_or(0, |(i, _)| i + 1)
-}
-
-/// `textDocument/completion` for clients without inline completion
-/// (`completion.as_completion_item`): the same suggestion as a menu item
-/// whose edit inserts it at the cursor.
-pub async fn as_completion_items(
-    state: &Arc<State>,
-    params: tower_lsp::lsp_types::CompletionParams,
-) -> Result<Option<tower_lsp::lsp_types::CompletionResponse>> {
-    use tower_lsp::lsp_types::{
-        CompletionItem, CompletionItemKind, CompletionResponse, CompletionTextEdit,
-        InsertTextFormat, TextEdit,
-    };
-    if !state.config().completion.as_completion_item {
-        return Ok(None);
-    }
-    let position = params.text_document_position;
-    let inline = InlineCompletionParams {
-        text_document: position.text_document,
-        position: position.position,
-        context: None,
-    };
-    let Some(list) = inline_completion(state, inline).await? else {
-        return Ok(None);
-    };
-    let items = list
-        .items
-        .into_iter()
-        .map(|item| {
-            let first_line = item.insert_text.lines().next().unwrap_or("").trim();
-            CompletionItem {
-                label: crate::model::shorten_for_display(first_line, 60),
-                kind: Some(CompletionItemKind::TEXT),
-                detail: Some("fettle".to_string()),
-                sort_text: Some("0".to_string()),
-                // Plain text: a `$` in code is not a snippet placeholder.
-                insert_text_format: Some(InsertTextFormat::PLAIN_TEXT),
-                text_edit: Some(CompletionTextEdit::Edit(TextEdit {
-                    range: item.range,
-                    new_text: item.insert_text,
-                })),
-                command: Some(item.command),
-                ..CompletionItem::default()
-            }
-        })
-        .collect();
-    Ok(Some(CompletionResponse::Array(items)))
 }
 
 /// `fettle/stats`.

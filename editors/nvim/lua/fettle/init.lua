@@ -8,7 +8,13 @@
 --     capabilities = fettle.capabilities(),
 --     handlers = fettle.handlers,
 --   })
+--
+-- Loading it also makes an accepted Fettle menu item (the fallback for
+-- clients without inline completion) insert the whole suggestion and count
+-- the acceptance when only 'omnifunc' is used (see fettle/completion.lua).
 local M = {}
+
+require('fettle.completion').setup()
 
 --- The client capabilities to advertise: Neovim's defaults plus
 --- `experimental.fettle.saveDocuments = true` (Fettle then asks Neovim to
