@@ -109,7 +109,7 @@ impl Server {
     }
 
     pub async fn stats(&self, _params: serde_json::Value) -> Result<serde_json::Value> {
-        serde_json::to_value(inline_completion::stats(&self.state))
+        super::model_status::stats(&self.state)
             .map_err(|e| tower_lsp::jsonrpc::Error::invalid_params(e.to_string()))
     }
 }

@@ -6,6 +6,7 @@
 //! Knows nothing about LSP: callers hand in text and get text back.
 mod error;
 pub mod fim;
+pub mod health;
 pub(crate) mod http;
 pub mod local;
 mod provider;
@@ -15,6 +16,7 @@ mod types;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use error::ModelError;
 pub use provider::Provider;
@@ -102,6 +104,12 @@ impl Model {
     }
     pub fn fim(&self, req: FimRequest) -> TextStream {
         self.provider.fim(req)
+    }
+    /// [`Model::fim`] within `deadline` from the first poll, retries
+    /// included: a retry that cannot fit gives up at once, and at the
+    /// deadline the stream ends with [`ModelError::DeadlineExceeded`].
+    pub fn fim_within(&self, req: FimRequest, deadline: Duration) -> TextStream {
+        health::bounded(&self.name, deadline, self.provider.fim(req))
     }
     pub fn chat(&self, req: ChatRequest) -> ChatStream {
         self.provider.chat(req)

@@ -330,6 +330,7 @@ async fn complete(
         return (Outcome::Cancelled, Duration::ZERO, None);
     }
 
+    let deadline_ms = config.completion.deadline_ms;
     let model_started = Instant::now();
     // Each answer, postprocessed: the suggestion, or why it was dropped.
     let mut answers: Vec<(String, PostResult)> = Vec::new();
@@ -341,7 +342,7 @@ async fn complete(
         let samples = futures::future::join_all(
             requests
                 .into_iter()
-                .map(|r| sample(&model, r, multiline, ticket.notify.notified())),
+                .map(|r| sample(&model, r, multiline, deadline_ms, ticket.notify.notified())),
         )
         .await;
         for sample in samples {
@@ -368,7 +369,7 @@ async fn complete(
         let task_text = Arc::clone(&text);
         let task_model = model.clone();
         let task = tokio::spawn(async move {
-            let outcome = sample(&task_model, request, multiline, std::future::pending())
+            let outcome = sample(&task_model, request, multiline, deadline_ms, std::future::pending())
                 .await
                 .map(|raw| {
                     let done = finish(&task_text, cursor, &raw, multiline, max_lines);
@@ -461,9 +462,10 @@ async fn sample(
     model: &crate::model::Model,
     request: crate::model::FimRequest,
     multiline: bool,
+    deadline_ms: u64,
     cancel: impl std::future::Future<Output = ()>,
 ) -> std::result::Result<String, Outcome> {
-    let mut stream = model.fim(request);
+    let mut stream = super::model_status::fim(model, request, deadline_ms);
     tokio::pin!(cancel);
     let mut raw = String::new();
     loop {
@@ -479,7 +481,7 @@ async fn sample(
                     }
                 }
                 Some(Err(err)) => {
-                    tracing::warn!(error = %err, "completion request failed");
+                    super::model_status::log_failure(&err);
                     return Err(Outcome::Error);
                 }
             },

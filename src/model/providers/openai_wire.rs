@@ -426,6 +426,12 @@ impl stream::Decode for ChunkDecoder {
     fn finish(&mut self) -> Result<Vec<ChatEvent>, ModelError> {
         self.end()
     }
+    fn pending(&self) -> usize {
+        self.calls
+            .values()
+            .map(|c| c.name.len() + c.arguments.len())
+            .sum()
+    }
 }
 
 #[cfg(test)]
