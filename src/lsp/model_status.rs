@@ -9,8 +9,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tower_lsp::lsp_types::MessageType;
 
 use super::state::State;
+use crate::config::Config;
 use crate::model::health::{self, HealthEvent};
-use crate::model::{FimRequest, Model, ModelError, TextStream};
+use crate::model::{Model, ModelError};
 
 /// Forwards model failures and recoveries to the client as messages, for
 /// the life of the server. Called once, when the client is ready for them.
@@ -55,14 +56,11 @@ fn message(state: &State, event: &HealthEvent) -> (MessageType, String) {
     }
 }
 
-/// The completion's model request, bounded by `completion.deadline_ms`
+/// The completion model, its requests bounded by `completion.deadline_ms`
 /// (0: only the model's own limits).
-pub fn fim(model: &Model, request: FimRequest, deadline_ms: u64) -> TextStream {
-    if deadline_ms == 0 {
-        model.fim(request)
-    } else {
-        model.fim_within(request, Duration::from_millis(deadline_ms))
-    }
+pub fn for_completion(model: Model, config: &Config) -> Model {
+    let deadline = config.completion.deadline_ms;
+    model.with_deadline((deadline > 0).then(|| Duration::from_millis(deadline)))
 }
 
 /// Logs a failed completion request: a paused model is expected (the

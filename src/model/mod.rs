@@ -39,6 +39,8 @@ pub struct Model {
     config: ModelConfig,
     template: FimTemplate,
     provider: Arc<dyn Provider>,
+    /// Bounds every `fim` request (see [`Model::with_deadline`]).
+    deadline: Option<Duration>,
 }
 
 impl std::fmt::Debug for Model {
@@ -89,6 +91,7 @@ impl Model {
             config: config.clone(),
             template,
             provider,
+            deadline: None,
         })
     }
 
@@ -103,7 +106,16 @@ impl Model {
         self.template
     }
     pub fn fim(&self, req: FimRequest) -> TextStream {
-        self.provider.fim(req)
+        match self.deadline {
+            Some(deadline) => self.fim_within(req, deadline),
+            None => self.provider.fim(req),
+        }
+    }
+    /// This model with every `fim` request bounded by `deadline` (see
+    /// [`Model::fim_within`]); `None`: only the model's own limits.
+    pub fn with_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.deadline = deadline;
+        self
     }
     /// [`Model::fim`] within `deadline` from the first poll, retries
     /// included: a retry that cannot fit gives up at once, and at the

@@ -373,16 +373,27 @@ pub async fn retry_after_beyond_the_deadline_pauses_the_model(t: Target, cap: Ca
         "{err:?}"
     );
     // The bug waited 30 s per retry; a generous ceiling, not a timing target.
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(server.requests().len(), 1);
 
     for _ in 0..3 {
         let err = run(&model, cap).await.unwrap_err();
         assert!(matches!(err, ModelError::Paused { .. }), "{err:?}");
         let msg = err.to_string();
-        assert!(msg.contains("paused for another") && msg.contains("429"), "{msg}");
+        assert!(
+            msg.contains("paused for another") && msg.contains("429"),
+            "{msg}"
+        );
     }
-    assert_eq!(server.requests().len(), 1, "a paused model gets no requests");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "a paused model gets no requests"
+    );
 
     let health = fettle::model::health::report(["fast"]);
     let mine: Vec<_> = health
@@ -411,7 +422,13 @@ pub async fn keepalives_do_not_reset_the_idle_limit(t: Target, cap: Cap) {
     cfg.timeout_ms = 1000;
     let err = run(&model(&cfg), cap).await.unwrap_err();
     assert!(
-        matches!(err, ModelError::Timeout { key: "timeout_ms", .. }),
+        matches!(
+            err,
+            ModelError::Timeout {
+                key: "timeout_ms",
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert!(err.to_string().contains("no further output"), "{err}");

@@ -195,7 +195,7 @@ async fn complete(
     }
 
     let model = match state.models().get(&config.completion.model) {
-        Ok(model) => model,
+        Ok(model) => super::model_status::for_completion(model, &config),
         Err(err) => {
             tracing::warn!(error = %err, "completion model unavailable");
             return (Outcome::Error, Duration::ZERO, None);
@@ -330,7 +330,6 @@ async fn complete(
         return (Outcome::Cancelled, Duration::ZERO, None);
     }
 
-    let deadline_ms = config.completion.deadline_ms;
     let model_started = Instant::now();
     // Each answer, postprocessed: the suggestion, or why it was dropped.
     let mut answers: Vec<(String, PostResult)> = Vec::new();
@@ -342,7 +341,7 @@ async fn complete(
         let samples = futures::future::join_all(
             requests
                 .into_iter()
-                .map(|r| sample(&model, r, multiline, deadline_ms, ticket.notify.notified())),
+                .map(|r| sample(&model, r, multiline, ticket.notify.notified())),
         )
         .await;
         for sample in samples {
@@ -369,7 +368,7 @@ async fn complete(
         let task_text = Arc::clone(&text);
         let task_model = model.clone();
         let task = tokio::spawn(async move {
-            let outcome = sample(&task_model, request, multiline, deadline_ms, std::future::pending())
+            let outcome = sample(&task_model, request, multiline, std::future::pending())
                 .await
                 .map(|raw| {
                     let done = finish(&task_text, cursor, &raw, multiline, max_lines);
@@ -462,10 +461,9 @@ async fn sample(
     model: &crate::model::Model,
     request: crate::model::FimRequest,
     multiline: bool,
-    deadline_ms: u64,
     cancel: impl std::future::Future<Output = ()>,
 ) -> std::result::Result<String, Outcome> {
-    let mut stream = super::model_status::fim(model, request, deadline_ms);
+    let mut stream = model.fim(request);
     tokio::pin!(cancel);
     let mut raw = String::new();
     loop {

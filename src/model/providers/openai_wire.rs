@@ -427,10 +427,14 @@ impl stream::Decode for ChunkDecoder {
         self.end()
     }
     fn pending(&self) -> usize {
-        self.calls
+        let calls: usize = self
+            .calls
             .values()
             .map(|c| c.name.len() + c.arguments.len())
-            .sum()
+            .sum();
+        // The finish reason is output too (the Stop it becomes waits for
+        // `[DONE]`).
+        calls + usize::from(self.finish.is_some())
     }
 }
 

@@ -23,8 +23,8 @@ pub(crate) trait Decode: Send + 'static {
     fn done(&self) -> bool;
     /// The body ended: last items, or why the stream was incomplete.
     fn finish(&mut self) -> Result<Vec<Self::Item>, ModelError>;
-    /// Bytes of output received but not yet yielded (a tool call's
-    /// arguments, thinking): their growth is progress too.
+    /// How much output was received but not yet yielded (a tool call's
+    /// arguments, thinking, a finish reason): its growth is progress too.
     fn pending(&self) -> usize {
         0
     }
@@ -45,8 +45,8 @@ impl Token for ChatEvent {
     fn is_token(&self) -> bool {
         match self {
             ChatEvent::TextDelta(text) => !text.is_empty(),
-            ChatEvent::ToolCall(_) | ChatEvent::Stop(_) => true,
-            ChatEvent::Usage(_) => false,
+            // Usage comes with or after the last output, never as filler.
+            ChatEvent::ToolCall(_) | ChatEvent::Stop(_) | ChatEvent::Usage(_) => true,
         }
     }
 }
