@@ -235,3 +235,54 @@ fn a_model_that_is_down_is_reported_once_and_so_is_its_return() {
     assert_eq!(server.requests().len(), 1);
     assert!(lsp.shutdown_and_exit().success());
 }
+
+/// A model that trickles (a token every 1.5 s, or only keep-alive
+/// comments) cannot hold a completion: the completion deadline bounds the
+/// first (the bug: it ran to `total_timeout_ms`), and keep-alives do not
+/// reset the idle limit (`timeout_ms`) for the second, even with no
+/// deadline. Both end empty, well before the stream would.
+#[test]
+fn a_trickling_model_cannot_hold_a_completion() {
+    let tokens = ScriptedResponse {
+        chunks: Some(["w", " *", " h", " *", " 2.0", ";\n"].map(String::from).to_vec()),
+        chunk_delay_ms: 1500,
+        ..ScriptedResponse::default()
+    };
+    let comments = ScriptedResponse {
+        text: "w * h;\n".into(),
+        keepalives: 40,
+        keepalive_ms: 250,
+        ..ScriptedResponse::default()
+    };
+    let mock = BackgroundMock::start(Script::new(vec![tokens, comments]));
+    let ws = Workspace::new(&[("src/lib.rs", LIB)]);
+    let mut lsp = Lsp::spawn();
+    let options = json!({
+        "models": { "slow": openai_model(&mock.server.url(), json!({ "max_retries": 0 })) },
+        "completion": { "model": "slow", "deadline_ms": 1000 },
+    });
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+
+    let started = Instant::now();
+    assert!(complete(&mut lsp, &uri).is_null());
+    // Ceiling, not a target: the stream itself would take 7.5 s.
+    assert!(started.elapsed() < Duration::from_secs(6), "{:?}", started.elapsed());
+
+    lsp.notify(
+        "workspace/didChangeConfiguration",
+        json!({ "settings": { "fettle": { "completion": { "model": "slow", "deadline_ms": 0 },
+            "models": { "slow": openai_model(&mock.server.url(), json!({ "max_retries": 0, "timeout_ms": 1000 })) } } } }),
+    );
+    lsp.request("workspace/symbol", json!({ "query": "" }))
+        .unwrap();
+    let started = Instant::now();
+    assert!(complete(&mut lsp, &uri).is_null());
+    // The keep-alives alone would hold it 10 s.
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    assert_eq!(mock.server.requests().len(), 2);
+    let stats = lsp.request("fettle/stats", json!({})).unwrap();
+    assert_eq!(stats["errors"], 2, "{stats}");
+    assert!(lsp.shutdown_and_exit().success());
+}
