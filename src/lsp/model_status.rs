@@ -38,13 +38,32 @@ pub fn watch(state: &Arc<State>) {
 fn message(state: &State, event: &HealthEvent) -> (MessageType, String) {
     let config = state.config();
     match event {
-        HealthEvent::Failing { model, reason } => {
-            let features = config.features_using(model).join(", ");
+        HealthEvent::Failing {
+            model,
+            reason,
+            paused_for,
+        } => {
+            let features = config.features_using(model);
+            let used_by = if features.is_empty() {
+                String::new()
+            } else {
+                format!(" (used by {})", features.join(", "))
+            };
+            let fix = match paused_for {
+                Some(wait) => format!(
+                    "requests to it are paused for {}s, as its server asked; if this recurs, \
+                     use a model with a higher rate limit (models.{model})",
+                    wait.as_secs().max(1)
+                ),
+                None => format!(
+                    "it gives no answers until this is fixed: start or fix its server, \
+                     or change models.{model} in the configuration"
+                ),
+            };
             (
                 MessageType::WARNING,
                 format!(
-                    "fettle: {reason} — model \"{model}\" (used by {features}) gives no answers until this is fixed: \
-                     start or fix its server, or change models.{model} in the configuration. \
+                    "fettle: {reason} — model \"{model}\"{used_by}: {fix}. \
                      fettle/stats shows the reason; you will be told when it works again."
                 ),
             )

@@ -38,8 +38,13 @@ pub(crate) fn deadline() -> Option<Instant> {
 /// A change worth telling the user about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HealthEvent {
-    /// Requests to `model` fail; `reason` says why and what to do.
-    Failing { model: String, reason: String },
+    /// Requests to `model` fail; `reason` says why and what to do. While
+    /// the server's `Retry-After` runs, `paused_for` says how long.
+    Failing {
+        model: String,
+        reason: String,
+        paused_for: Option<Duration>,
+    },
     /// `model` answered again after an announced failure.
     Recovered { model: String },
 }
@@ -162,6 +167,10 @@ pub(crate) fn record_failure(model: &str, base_url: &str, error: &ModelError) {
     let announce = {
         let mut entries = entries();
         let entry = entries.entry(key(model, base_url)).or_default();
+        let paused_for = entry
+            .paused_until
+            .map(|(until, _)| until.saturating_duration_since(Instant::now()))
+            .filter(|left| !left.is_zero());
         entry.reason = Some(error.to_string());
         entry.failures += 1;
         entry.failing_since.get_or_insert_with(SystemTime::now);
@@ -172,15 +181,16 @@ pub(crate) fn record_failure(model: &str, base_url: &str, error: &ModelError) {
         if !entry.announced && due {
             entry.announced = true;
             entry.announced_at = Some(now);
-            true
+            Some(paused_for)
         } else {
-            false
+            None
         }
     };
-    if announce {
+    if let Some(paused_for) = announce {
         let _ = registry().events.send(HealthEvent::Failing {
             model: model.to_string(),
             reason: error.to_string(),
+            paused_for,
         });
     }
 }
