@@ -110,8 +110,20 @@ impl Endpoint {
         headers: &[(&str, String)],
         body: &Value,
     ) -> Result<Response, ModelError> {
-        // While the server's Retry-After runs, nothing reaches it.
-        health::check(&self.name, &self.base_url, url)?;
+        // While the server's Retry-After runs, nothing reaches it. A caller
+        // without a deadline of its own (the agent, edits) waits the pause
+        // out when its budget allows; a completion gives up at once.
+        if let Err(paused) = health::check(&self.name, &self.base_url, url) {
+            match &paused {
+                ModelError::Paused { remaining, .. }
+                    if health::deadline().is_none() && *remaining < self.total_timeout =>
+                {
+                    tracing::info!(model = %self.name, wait_ms = remaining.as_millis() as u64, "waiting out the model's pause");
+                    tokio::time::sleep(*remaining).await;
+                }
+                _ => return Err(paused),
+            }
+        }
         let result = self.post_with_retries(url, headers, body).await;
         match &result {
             Ok(_) => health::record_ok(&self.name, &self.base_url),

@@ -39,7 +39,7 @@ pub struct Model {
     config: ModelConfig,
     template: FimTemplate,
     provider: Arc<dyn Provider>,
-    /// Bounds every `fim` request (see [`Model::with_deadline`]).
+    /// Bounds every request (see [`Model::with_deadline`]).
     deadline: Option<Duration>,
 }
 
@@ -111,8 +111,9 @@ impl Model {
             None => self.provider.fim(req),
         }
     }
-    /// This model with every `fim` request bounded by `deadline` (see
-    /// [`Model::fim_within`]); `None`: only the model's own limits.
+    /// This model with every request (`fim` and `chat`) bounded by
+    /// `deadline` (see [`Model::fim_within`]); `None`: only the model's own
+    /// limits. Completions use it; the agent does not.
     pub fn with_deadline(mut self, deadline: Option<Duration>) -> Self {
         self.deadline = deadline;
         self
@@ -124,7 +125,10 @@ impl Model {
         health::bounded(&self.name, deadline, self.provider.fim(req))
     }
     pub fn chat(&self, req: ChatRequest) -> ChatStream {
-        self.provider.chat(req)
+        match self.deadline {
+            Some(deadline) => health::bounded(&self.name, deadline, self.provider.chat(req)),
+            None => self.provider.chat(req),
+        }
     }
     /// The embedded model's counters for its last request; `None` for
     /// remote models.

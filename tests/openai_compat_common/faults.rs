@@ -357,8 +357,8 @@ pub async fn drop_closes_connection(t: Target, cap: Cap) {
 
 /// `429 Retry-After: 30` to a request with a 2 s deadline: it gives up at
 /// once instead of waiting 30 s per retry, and the model is paused: the
-/// next requests (with or without a deadline, through `cap`) fail at once
-/// without reaching the server, and the pause shows in the model's health.
+/// next requests with a deadline fail at once without reaching the server,
+/// and the pause shows in the model's health.
 pub async fn retry_after_beyond_the_deadline_pauses_the_model(t: Target, cap: Cap) {
     let mut ok = ScriptedResponse::text("too late");
     ok.repeat = true;
@@ -381,7 +381,12 @@ pub async fn retry_after_beyond_the_deadline_pauses_the_model(t: Target, cap: Ca
     assert_eq!(server.requests().len(), 1);
 
     for _ in 0..3 {
-        let err = run(&model, cap).await.unwrap_err();
+        let err = run(
+            &model.clone().with_deadline(Some(Duration::from_secs(2))),
+            cap,
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(err, ModelError::Paused { .. }), "{err:?}");
         let msg = err.to_string();
         assert!(
@@ -405,6 +410,31 @@ pub async fn retry_after_beyond_the_deadline_pauses_the_model(t: Target, cap: Ca
     assert!(mine[0].paused_for_ms.unwrap() > 20_000, "{:?}", mine[0]);
     assert!(mine[0].paused_until_unix_ms.is_some());
     assert!(mine[0].reason.as_deref().unwrap_or("").contains("HTTP 429"));
+}
+
+/// A request without a deadline (the agent's) waits out a pause another
+/// request opened, then asks the server: one request during the pause, not
+/// a failure.
+pub async fn a_request_without_a_deadline_waits_out_the_pause(t: Target, cap: Cap) {
+    let server = server(vec![
+        status(429, Some("1")),
+        ScriptedResponse::text("ok then"),
+    ])
+    .await;
+    let model = model(&t.config(&server.url()));
+    let err = fim_text(model.fim_within(fim_req(), Duration::from_millis(500)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ModelError::RateLimited { .. }), "{err:?}");
+    assert_eq!(server.requests().len(), 1);
+    let started = Instant::now();
+    assert_eq!(run(&model, cap).await.unwrap(), "ok then");
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.requests().len(), 2);
 }
 
 /// A stream that only sends keep-alive comments (SSE `: keep-alive`) for
@@ -500,6 +530,10 @@ macro_rules! fault_tests {
             #[tokio::test]
             async fn retry_after_beyond_the_deadline_pauses_the_model() {
                 common::retry_after_beyond_the_deadline_pauses_the_model($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn a_request_without_a_deadline_waits_out_the_pause() {
+                common::a_request_without_a_deadline_waits_out_the_pause($target, $cap).await;
             }
             #[tokio::test]
             async fn keepalives_do_not_reset_the_idle_limit() {
