@@ -9,7 +9,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tower_lsp::lsp_types::MessageType;
 
 use super::state::State;
-use crate::config::Config;
+use crate::config::{Config, Provider};
 use crate::model::health::{self, HealthEvent};
 use crate::model::{Model, ModelError};
 
@@ -76,10 +76,15 @@ fn message(state: &State, event: &HealthEvent) -> (MessageType, String) {
 }
 
 /// The completion model, its requests bounded by `completion.deadline_ms`
-/// (0: only the model's own limits).
+/// (0: only the model's own limits). Not the embedded model: it has no
+/// retries or servers to wait for, its first request loads the weights,
+/// and an invoked request's samples queue on its one engine.
 pub fn for_completion(model: Model, config: &Config) -> Model {
     let deadline = config.completion.deadline_ms;
-    model.with_deadline((deadline > 0).then(|| Duration::from_millis(deadline)))
+    if deadline == 0 || model.config().provider == Provider::Local {
+        return model;
+    }
+    model.with_deadline(Some(Duration::from_millis(deadline)))
 }
 
 /// Logs a failed completion request: a paused model is expected (the
