@@ -251,6 +251,9 @@ pub struct CompletionConfig {
     pub model: String,
     /// Server-side debounce; clients usually debounce too.
     pub debounce_ms: u64,
+    /// Limit on one completion's model request, retries and streaming
+    /// included (0: none, only the model's own limits).
+    pub deadline_ms: u64,
     pub max_prompt_tokens: u32,
     pub multiline: Multiline,
     /// Also offer the suggestion as a `textDocument/completion` item, for
@@ -263,6 +266,7 @@ impl Default for CompletionConfig {
             enabled: true,
             model: BUILTIN_MODEL.to_string(),
             debounce_ms: 0,
+            deadline_ms: 3000,
             max_prompt_tokens: 1024,
             multiline: Multiline::Auto,
             as_completion_item: false,

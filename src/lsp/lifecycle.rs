@@ -44,6 +44,8 @@ pub async fn initialize(state: &Arc<State>, params: InitializeParams) -> Result<
 }
 
 pub async fn initialized(state: &Arc<State>, _: InitializedParams) {
+    // Before anything can use a model: its failures reach the user.
+    super::model_status::watch(state);
     settings::pull_from_client(state).await;
     settings::apply(state).await;
     // From here on a configuration change that touches the index re-indexes.

@@ -8,6 +8,7 @@ pub mod guard;
 mod index_queue;
 mod inline_completion;
 mod lifecycle;
+mod model_status;
 mod params;
 mod progress;
 mod reload;

@@ -116,7 +116,7 @@ impl Server {
                 super::params::describe(&params)
             )));
         }
-        serde_json::to_value(inline_completion::stats(&self.state))
+        super::model_status::stats(&self.state)
             .map_err(|e| tower_lsp::jsonrpc::Error::invalid_params(e.to_string()))
     }
 }

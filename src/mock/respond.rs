@@ -11,7 +11,7 @@ use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde_json::Value;
 
-use super::formats::{default_error_message, Ctx, Event, Format, MALFORMED};
+use super::formats::{default_error_message, Ctx, Event, Format, Framing, MALFORMED};
 use super::script::{Fault, ScriptedResponse};
 
 /// The response body type: whole or streamed, and able to fail mid-body.
@@ -180,7 +180,17 @@ fn stream_response(format: Format, resp: &ScriptedResponse, ctx: &Ctx) -> Respon
         .chain(terminal.iter())
         .map(|e| e.encode(framing))
         .collect();
-    let body = chunked(
+    let keepalive = match framing {
+        Framing::Sse => Bytes::from_static(b": keep-alive\n\n"),
+        Framing::Ndjson => Bytes::from_static(b"\n"),
+    };
+    let prelude = Prelude {
+        piece: keepalive,
+        count: resp.keepalives,
+        every: Duration::from_millis(resp.keepalive_ms),
+    };
+    let body = chunked_after(
+        prelude,
         pieces,
         Duration::from_millis(resp.chunk_delay_ms),
         fail_at_end,
@@ -192,10 +202,36 @@ fn stream_response(format: Format, resp: &ScriptedResponse, ctx: &Ctx) -> Respon
     response
 }
 
+/// Frames sent before the answer: `count` times `piece`, `every` apart.
+struct Prelude {
+    piece: Bytes,
+    count: u32,
+    every: Duration,
+}
+
 /// A streamed body sending `pieces` with `delay` between them; when `fail`,
 /// it then errors, which makes hyper drop the connection mid-body.
 fn chunked(pieces: Vec<Bytes>, delay: Duration, fail: bool) -> Body {
+    let none = Prelude {
+        piece: Bytes::new(),
+        count: 0,
+        every: Duration::ZERO,
+    };
+    chunked_after(none, pieces, delay, fail)
+}
+
+/// [`chunked`] after the `prelude`'s frames.
+fn chunked_after(prelude: Prelude, pieces: Vec<Bytes>, delay: Duration, fail: bool) -> Body {
     let frames = async_stream::stream! {
+        for i in 0..prelude.count {
+            if i > 0 {
+                tokio::time::sleep(prelude.every).await;
+            }
+            yield Ok::<_, io::Error>(Frame::data(prelude.piece.clone()));
+        }
+        if prelude.count > 0 {
+            tokio::time::sleep(prelude.every).await;
+        }
         for (i, piece) in pieces.into_iter().enumerate() {
             if i > 0 && !delay.is_zero() {
                 tokio::time::sleep(delay).await;

@@ -70,6 +70,11 @@ pub struct ScriptedResponse {
     pub delay_ms: u64,
     /// Wait this long between streamed chunks.
     pub chunk_delay_ms: u64,
+    /// Streamed answers: before the first chunk, send this many keep-alive
+    /// frames (an SSE comment `: keep-alive`, an empty NDJSON line), ...
+    pub keepalives: u32,
+    /// ... this far apart (a server that trickles, but says nothing).
+    pub keepalive_ms: u64,
     pub fault: Option<Fault>,
     /// Not consumed: answers every matching request.
     pub repeat: bool,

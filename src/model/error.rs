@@ -117,6 +117,20 @@ pub enum ModelError {
     /// The provider cannot do this (e.g. FIM on Anthropic).
     #[error("model \"{model}\": {reason}")]
     Unsupported { model: String, reason: String },
+    /// The server asked for a pause (`429` with `Retry-After`): requests to
+    /// the model are refused until it ends, without reaching the server.
+    #[error("model \"{model}\": paused for another {}s: {reason}. Requests to {url} resume by themselves", remaining.as_secs().max(1))]
+    Paused {
+        model: String,
+        url: String,
+        remaining: Duration,
+        /// The error that opened the pause.
+        reason: String,
+    },
+    /// The caller's deadline for the whole request (retries included)
+    /// passed: `completion.deadline_ms` for completions.
+    #[error("model \"{model}\": no complete answer within the completion deadline of {}ms (completion.deadline_ms)", limit.as_millis())]
+    DeadlineExceeded { model: String, limit: Duration },
     /// No model of that name is configured.
     #[error("no model named {name:?} in [models] (configured: {known})")]
     UnknownModel { name: String, known: String },

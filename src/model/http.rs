@@ -11,6 +11,7 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::error::{shorten, ModelError};
+use super::health;
 use crate::config::ModelConfig;
 
 /// The shared client for a given connect timeout. Models almost always share
@@ -109,7 +110,37 @@ impl Endpoint {
         headers: &[(&str, String)],
         body: &Value,
     ) -> Result<Response, ModelError> {
+        // While the server's Retry-After runs, nothing reaches it. A caller
+        // without a deadline of its own (the agent, edits) waits the pause
+        // out when its budget allows; a completion gives up at once.
+        if let Err(paused) = health::check(&self.name, &self.base_url, url) {
+            match &paused {
+                ModelError::Paused { remaining, .. }
+                    if health::deadline().is_none() && *remaining < self.total_timeout =>
+                {
+                    tracing::info!(model = %self.name, wait_ms = remaining.as_millis() as u64, "waiting out the model's pause");
+                    tokio::time::sleep(*remaining).await;
+                }
+                _ => return Err(paused),
+            }
+        }
+        let result = self.post_with_retries(url, headers, body).await;
+        match &result {
+            Ok(_) => health::record_ok(&self.name, &self.base_url),
+            Err(err) => health::record_failure(&self.name, &self.base_url, err),
+        }
+        result
+    }
+
+    async fn post_with_retries(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: &Value,
+    ) -> Result<Response, ModelError> {
         let started = Instant::now();
+        // The caller's budget (a completion's deadline), retries included.
+        let deadline = health::deadline();
         let mut attempt = 0u32;
         loop {
             attempt += 1;
@@ -138,11 +169,18 @@ impl Endpoint {
                 }
                 Ok(Ok(resp)) => self.status_error(url, resp, attempt, body).await,
             };
+            let retry_after = retry_after_of(&err).filter(|ra| !ra.is_zero());
+            if let Some(wait) = retry_after {
+                // The server's word holds for every request to the model,
+                // not only this one's retry.
+                health::pause(&self.name, &self.base_url, wait, &err);
+            }
             if !err.is_retryable() || attempt > self.max_retries {
                 return Err(err);
             }
-            let delay = backoff(attempt, retry_after_of(&err));
-            if started.elapsed() + delay >= self.total_timeout {
+            let delay = backoff(attempt, retry_after);
+            let past_deadline = deadline.is_some_and(|d| Instant::now() + delay >= d);
+            if started.elapsed() + delay >= self.total_timeout || past_deadline {
                 return Err(err);
             }
             tracing::info!(model = %self.name, attempt, delay_ms = delay.as_millis() as u64, error = %err, "retrying model request");

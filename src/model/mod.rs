@@ -6,6 +6,7 @@
 //! Knows nothing about LSP: callers hand in text and get text back.
 mod error;
 pub mod fim;
+pub mod health;
 pub(crate) mod http;
 pub mod local;
 mod provider;
@@ -15,6 +16,7 @@ mod types;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use error::ModelError;
 pub use provider::Provider;
@@ -37,6 +39,8 @@ pub struct Model {
     config: ModelConfig,
     template: FimTemplate,
     provider: Arc<dyn Provider>,
+    /// Bounds every request (see [`Model::with_deadline`]).
+    deadline: Option<Duration>,
 }
 
 impl std::fmt::Debug for Model {
@@ -87,6 +91,7 @@ impl Model {
             config: config.clone(),
             template,
             provider,
+            deadline: None,
         })
     }
 
@@ -101,10 +106,29 @@ impl Model {
         self.template
     }
     pub fn fim(&self, req: FimRequest) -> TextStream {
-        self.provider.fim(req)
+        match self.deadline {
+            Some(deadline) => self.fim_within(req, deadline),
+            None => self.provider.fim(req),
+        }
+    }
+    /// This model with every request (`fim` and `chat`) bounded by
+    /// `deadline` (see [`Model::fim_within`]); `None`: only the model's own
+    /// limits. Completions use it; the agent does not.
+    pub fn with_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+    /// [`Model::fim`] within `deadline` from the first poll, retries
+    /// included: a retry that cannot fit gives up at once, and at the
+    /// deadline the stream ends with [`ModelError::DeadlineExceeded`].
+    pub fn fim_within(&self, req: FimRequest, deadline: Duration) -> TextStream {
+        health::bounded(&self.name, deadline, self.provider.fim(req))
     }
     pub fn chat(&self, req: ChatRequest) -> ChatStream {
-        self.provider.chat(req)
+        match self.deadline {
+            Some(deadline) => health::bounded(&self.name, deadline, self.provider.chat(req)),
+            None => self.provider.chat(req),
+        }
     }
     /// The embedded model's counters for its last request; `None` for
     /// remote models.

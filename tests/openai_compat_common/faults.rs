@@ -355,6 +355,131 @@ pub async fn drop_closes_connection(t: Target, cap: Cap) {
         .unwrap();
 }
 
+/// `429 Retry-After: 30` to a request with a 2 s deadline: it gives up at
+/// once instead of waiting 30 s per retry, and the model is paused: the
+/// next requests with a deadline fail at once without reaching the server,
+/// and the pause shows in the model's health.
+pub async fn retry_after_beyond_the_deadline_pauses_the_model(t: Target, cap: Cap) {
+    let mut ok = ScriptedResponse::text("too late");
+    ok.repeat = true;
+    let server = server(vec![status(429, Some("30")), ok]).await;
+    let model = model(&t.config(&server.url()));
+    let started = Instant::now();
+    let err = fim_text(model.fim_within(fim_req(), Duration::from_secs(2)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ModelError::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(30)),
+        "{err:?}"
+    );
+    // The bug waited 30 s per retry; a generous ceiling, not a timing target.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.requests().len(), 1);
+
+    for _ in 0..3 {
+        let err = run(
+            &model.clone().with_deadline(Some(Duration::from_secs(2))),
+            cap,
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, ModelError::Paused { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("paused for another") && msg.contains("429"),
+            "{msg}"
+        );
+    }
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "a paused model gets no requests"
+    );
+
+    let health = fettle::model::health::report(["fast"]);
+    let mine: Vec<_> = health
+        .iter()
+        .filter(|h| h.base_url.starts_with(&server.url()))
+        .collect();
+    assert_eq!(mine.len(), 1, "{health:?}");
+    assert_eq!(mine[0].state, "paused");
+    assert!(mine[0].paused_for_ms.unwrap() > 20_000, "{:?}", mine[0]);
+    assert!(mine[0].paused_until_unix_ms.is_some());
+    assert!(mine[0].reason.as_deref().unwrap_or("").contains("HTTP 429"));
+}
+
+/// A request without a deadline (the agent's) waits out a pause another
+/// request opened, then asks the server: one request during the pause, not
+/// a failure.
+pub async fn a_request_without_a_deadline_waits_out_the_pause(t: Target, cap: Cap) {
+    let server = server(vec![
+        status(429, Some("1")),
+        ScriptedResponse::text("ok then"),
+    ])
+    .await;
+    let model = model(&t.config(&server.url()));
+    let err = fim_text(model.fim_within(fim_req(), Duration::from_millis(500)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ModelError::RateLimited { .. }), "{err:?}");
+    assert_eq!(server.requests().len(), 1);
+    let started = Instant::now();
+    assert_eq!(run(&model, cap).await.unwrap(), "ok then");
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+/// A stream that only sends keep-alive comments (SSE `: keep-alive`) for
+/// 3 s before its answer: the idle limit (`timeout_ms` = 1 s) counts only
+/// real output, so the request times out instead of being held open.
+pub async fn keepalives_do_not_reset_the_idle_limit(t: Target, cap: Cap) {
+    let server = server(vec![ScriptedResponse {
+        text: "late answer".into(),
+        keepalives: 12,
+        keepalive_ms: 250,
+        ..ScriptedResponse::default()
+    }])
+    .await;
+    let mut cfg = t.config(&server.url());
+    cfg.timeout_ms = 1000;
+    let err = run(&model(&cfg), cap).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ModelError::Timeout {
+                key: "timeout_ms",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("no further output"), "{err}");
+    assert_eq!(server.requests().len(), 1, "not retried");
+}
+
+/// Real output spaced under the idle limit keeps a stream going.
+pub async fn slow_tokens_keep_the_stream_alive(t: Target, cap: Cap) {
+    let server = server(vec![ScriptedResponse {
+        text: "a b c d".into(),
+        keepalives: 2,
+        keepalive_ms: 100,
+        chunk_delay_ms: 400,
+        ..ScriptedResponse::default()
+    }])
+    .await;
+    let mut cfg = t.config(&server.url());
+    cfg.timeout_ms = 1000;
+    assert_eq!(run(&model(&cfg), cap).await.unwrap(), "a b c d");
+}
+
 /// One test per fault for `$target` through `$cap`, in a module `$name`.
 #[macro_export]
 macro_rules! fault_tests {
@@ -401,6 +526,22 @@ macro_rules! fault_tests {
             #[tokio::test]
             async fn drop_mid_stream() {
                 common::drop_mid_stream($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn retry_after_beyond_the_deadline_pauses_the_model() {
+                common::retry_after_beyond_the_deadline_pauses_the_model($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn a_request_without_a_deadline_waits_out_the_pause() {
+                common::a_request_without_a_deadline_waits_out_the_pause($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn keepalives_do_not_reset_the_idle_limit() {
+                common::keepalives_do_not_reset_the_idle_limit($target, $cap).await;
+            }
+            #[tokio::test]
+            async fn slow_tokens_keep_the_stream_alive() {
+                common::slow_tokens_keep_the_stream_alive($target, $cap).await;
             }
             #[tokio::test]
             async fn drop_closes_connection() {

@@ -201,7 +201,7 @@ async fn complete(
     }
 
     let model = match state.models().get(&config.completion.model) {
-        Ok(model) => model,
+        Ok(model) => super::model_status::for_completion(model, &config),
         Err(err) => {
             tracing::warn!(error = %err, "completion model unavailable");
             return (Outcome::Error, Duration::ZERO, None);
@@ -485,7 +485,7 @@ async fn sample(
                     }
                 }
                 Some(Err(err)) => {
-                    tracing::warn!(error = %err, "completion request failed");
+                    super::model_status::log_failure(&err);
                     return Err(Outcome::Error);
                 }
             },

@@ -210,6 +210,8 @@ pub(crate) struct Decoder {
     stop: Option<StopReason>,
     saw_calls: bool,
     done: bool,
+    /// Bytes of thinking received (not yielded; progress all the same).
+    thought: usize,
 }
 
 impl Decoder {
@@ -222,6 +224,7 @@ impl Decoder {
             stop: None,
             saw_calls: false,
             done: false,
+            thought: 0,
         }
     }
 
@@ -290,7 +293,13 @@ impl Decoder {
                             }
                         }
                     }
-                    // thinking_delta, signature_delta, citations_delta ...
+                    // Not shown, but the model is producing: counts for
+                    // the idle limit (`pending`).
+                    Some("thinking_delta") => {
+                        let piece = delta.get("thinking").and_then(Value::as_str);
+                        self.thought += piece.map_or(0, str::len);
+                    }
+                    // signature_delta, citations_delta ...
                     _ => {}
                 }
             }
@@ -486,6 +495,9 @@ impl stream::Decode for Decoder {
     }
     fn finish(&mut self) -> Result<Vec<ChatEvent>, ModelError> {
         self.end().map(|()| Vec::new())
+    }
+    fn pending(&self) -> usize {
+        self.calls.values().map(|c| c.json.len()).sum::<usize>() + self.thought
     }
 }
 

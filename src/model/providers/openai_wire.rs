@@ -426,6 +426,16 @@ impl stream::Decode for ChunkDecoder {
     fn finish(&mut self) -> Result<Vec<ChatEvent>, ModelError> {
         self.end()
     }
+    fn pending(&self) -> usize {
+        let calls: usize = self
+            .calls
+            .values()
+            .map(|c| c.name.len() + c.arguments.len())
+            .sum();
+        // The finish reason is output too (the Stop it becomes waits for
+        // `[DONE]`).
+        calls + usize::from(self.finish.is_some())
+    }
 }
 
 #[cfg(test)]

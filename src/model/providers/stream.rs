@@ -15,7 +15,7 @@ pub(crate) trait Decode: Send + 'static {
     /// One unit of the body: an [`SseEvent`] or an NDJSON line.
     type Frame: Send + 'static;
     /// What the stream yields: chat events, or text pieces.
-    type Item: Send + 'static;
+    type Item: Token + Send + 'static;
     /// How the body is framed.
     fn frames(response: Response) -> BoxStream<'static, Result<Self::Frame, ModelError>>;
     fn decode(&mut self, frame: Self::Frame) -> Result<Vec<Self::Item>, ModelError>;
@@ -23,6 +23,32 @@ pub(crate) trait Decode: Send + 'static {
     fn done(&self) -> bool;
     /// The body ended: last items, or why the stream was incomplete.
     fn finish(&mut self) -> Result<Vec<Self::Item>, ModelError>;
+    /// How much output was received but not yet yielded (a tool call's
+    /// arguments, thinking, a finish reason): its growth is progress too.
+    fn pending(&self) -> usize {
+        0
+    }
+}
+
+/// Whether a decoded item is real output (resets the idle limit).
+pub(crate) trait Token {
+    fn is_token(&self) -> bool;
+}
+
+impl Token for String {
+    fn is_token(&self) -> bool {
+        !self.is_empty()
+    }
+}
+
+impl Token for ChatEvent {
+    fn is_token(&self) -> bool {
+        match self {
+            ChatEvent::TextDelta(text) => !text.is_empty(),
+            // Usage comes with or after the last output, never as filler.
+            ChatEvent::ToolCall(_) | ChatEvent::Stop(_) | ChatEvent::Usage(_) => true,
+        }
+    }
 }
 
 /// Server-sent events as frames.
@@ -55,8 +81,24 @@ pub(crate) fn request<D: Decode>(
             "model response started"
         );
         let mut frames = D::frames(response);
-        while let Some(frame) = frames.next().await {
-            for item in decoder.decode(frame?)? {
+        // The idle limit (`timeout_ms`) runs from the last real token: SSE
+        // comments, keep-alive lines and empty deltas do not reset it, so a
+        // server that only trickles those cannot hold the request open.
+        let idle = endpoint.first_byte_timeout;
+        let mut last_token = Instant::now();
+        loop {
+            let left = idle.saturating_sub(last_token.elapsed());
+            let frame = match tokio::time::timeout(left, frames.next()).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => Err(endpoint.timeout(&url, "further output", "timeout_ms", idle))?,
+            };
+            let pending = decoder.pending();
+            let items = decoder.decode(frame?)?;
+            if decoder.pending() > pending || items.iter().any(Token::is_token) {
+                last_token = Instant::now();
+            }
+            for item in items {
                 yield item;
             }
             if decoder.done() {
