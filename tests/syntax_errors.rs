@@ -1,6 +1,8 @@
 //! `syntax_errors`: ERROR and MISSING nodes turned into actionable messages.
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::path::{Path, PathBuf};
+
 use fettle::syntax::{parse_rope, parse_str, syntax_errors, Language, SyntaxError};
 use ropey::Rope;
 use tree_sitter::{InputEdit, Point};
@@ -21,7 +23,7 @@ fn show(errors: &[SyntaxError]) -> Vec<String> {
 fn rust_missing_semicolon() {
     let text = "fn main() {\n    let x = 1\n    let y = 2;\n}\n";
     let errs = errors(Language::Rust, text);
-    assert_eq!(show(&errs), ["25..25 missing \";\""]);
+    assert_eq!(show(&errs), ["25..25 expected \";\""]);
     // The zero-width range sits right after `1`.
     assert_eq!(&text[..25], "fn main() {\n    let x = 1");
 }
@@ -31,7 +33,7 @@ fn c_missing_semicolon() {
     let text = "int main(void) {\n    int x = 1\n    return x;\n}\n";
     let errs = errors(Language::C, text);
     assert_eq!(errs.len(), 1, "{errs:?}");
-    assert_eq!(errs[0].message, "missing \";\"");
+    assert_eq!(errs[0].message, "expected \";\"");
     assert_eq!(errs[0].range, 30..30);
 }
 
@@ -39,11 +41,21 @@ fn c_missing_semicolon() {
 fn python_unclosed_paren() {
     let text = "def f(x):\n    return g(x, 1\n\ny = 2\n";
     let errs = errors(Language::Python, text);
-    let paren = text.find('(').expect("paren");
-    let call_paren = text[paren + 1..].find('(').expect("paren") + paren + 1;
-    assert_eq!(
-        show(&errs),
-        [format!("{call_paren}..{} unclosed \"(\"", call_paren + 1)]
+    // The `)` is expected where the call's line ends.
+    let at = text.find("1\n").expect("digit") + 1;
+    assert_eq!(show(&errs), [format!("{at}..{at} expected \")\"")]);
+}
+
+/// Without a repair that helps (the bracket is never closed and nothing
+/// follows), the opener is reported.
+#[test]
+fn unclosed_paren_at_end_of_file() {
+    let text = "def f(x):\n    return g(x, [1,\n";
+    let errs = errors(Language::Python, text);
+    assert!(!errs.is_empty());
+    assert!(
+        errs.iter().all(|e| !text[e.range.clone()].contains('\n')),
+        "{errs:?}"
     );
 }
 
@@ -130,4 +142,92 @@ fn error_clears_once_fixed_incrementally() {
     });
     let tree = parse_rope(Language::Rust, &rope, Some(&tree)).expect("parse");
     assert_eq!(syntax_errors(&tree, &fixed, 10), []);
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/syntax_errors")
+}
+
+/// Each error as `line:column message`, then its line with the range marked
+/// (`^` for a zero-width "expected" point).
+fn render(text: &str, errors: &[SyntaxError]) -> String {
+    let mut out = String::new();
+    for e in errors {
+        let line_start = text[..e.range.start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[line_start..]
+            .find('\n')
+            .map_or(text.len(), |i| line_start + i);
+        let line_no = text[..e.range.start].matches('\n').count() + 1;
+        let column = text[line_start..e.range.start].chars().count() + 1;
+        let width = text[e.range.clone()].chars().count().max(1);
+        out.push_str(&format!(
+            "{line_no}:{column} {}\n    {}\n    {}{}\n",
+            e.message,
+            &text[line_start..line_end],
+            " ".repeat(column - 1),
+            "^".repeat(width)
+        ));
+    }
+    out
+}
+
+/// Golden tests: one fixture per common mistake per language (missing
+/// colon, brace, paren, quote, comma, semicolon) in
+/// `tests/fixtures/syntax_errors/`, each with its snapshot in `snapshots/`.
+/// Update with `INSTA_UPDATE=always cargo test --test syntax_errors` and
+/// review every changed line: the error must sit at the fault and say what
+/// was expected.
+#[test]
+fn golden_common_mistakes() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(golden_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    let mut languages = std::collections::HashSet::new();
+    for path in &files {
+        let lang = Language::from_path(path).unwrap_or_else(|| panic!("{path:?}: no language"));
+        languages.insert(lang);
+        let text = std::fs::read_to_string(path).unwrap();
+        let errs = errors(lang, &text);
+        let name = path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace('.', "_");
+        assert!(!errs.is_empty(), "{name}: the mistake is not reported");
+        for e in &errs {
+            assert!(
+                !text[e.range.clone()].contains('\n') && !e.message.is_empty(),
+                "{name}: {e:?}"
+            );
+        }
+        insta::with_settings!({
+            snapshot_path => golden_dir().join("snapshots"),
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!(name, render(&text, &errs));
+        });
+    }
+    for lang in Language::ALL {
+        assert!(languages.contains(lang), "no golden fixture for {lang:?}");
+    }
+}
+
+/// Issue 11: deleting the `:` of `def total(self)` (line 28) in a class
+/// reported a bare "syntax error" on line 21 (`class Item:`) and another on
+/// line 49 (the next class). One fault, one error, where it is.
+#[test]
+fn missing_colon_in_a_class_is_one_error_at_the_fault() {
+    let text =
+        std::fs::read_to_string(golden_dir().join("python_issue11_missing_colon_in_class.py"))
+            .unwrap();
+    let errs = errors(Language::Python, &text);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    let at = errs[0].range.start;
+    assert_eq!(text[..at].matches('\n').count() + 1, 28);
+    assert!(text[..at].ends_with("def total(self)"), "{errs:?}");
+    assert_eq!(errs[0].message, "expected \":\"");
 }

@@ -2,9 +2,17 @@
 //! lock; the text and syntax tree are dropped as soon as this returns.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::position::{LineIndex, TextPoint};
-use crate::syntax::{self, Definition, Language, SymbolKind, SymbolNode};
+use crate::syntax::{self, Definition, Language, SymbolKind, SymbolNode, TagBudget};
+
+/// Most definitions kept for one file: a generated file of a million
+/// assignments must not fill the index (each costs ~200 bytes) nor make
+/// every re-index of its buffer slow.
+const MAX_FILE_DEFINITIONS: usize = 20_000;
+/// The tag query for one file stops after this long.
+const FILE_TIME_BUDGET: Duration = Duration::from_secs(2);
 
 pub(super) struct RawDef {
     pub name: String,
@@ -53,7 +61,27 @@ pub(super) fn extract_parsed(
     let Some(tree) = tree else {
         return data;
     };
-    let tags = syntax::tags(language, tree, text);
+    let (tags, cut) = syntax::tags_within(
+        language,
+        tree,
+        text,
+        &TagBudget {
+            max_definitions: MAX_FILE_DEFINITIONS,
+            deadline: Some(Instant::now() + FILE_TIME_BUDGET),
+            top_level_only: false,
+        },
+    );
+    if let Some(cut) = cut {
+        // The file stays indexed with what was found (its start): workspace
+        // symbols and completion context keep working, within bounds.
+        tracing::warn!(
+            "index: {} bytes of {}: definitions cut ({cut:?}: limit {MAX_FILE_DEFINITIONS} \
+             definitions, {} ms)",
+            text.len(),
+            language.name(),
+            FILE_TIME_BUDGET.as_millis()
+        );
+    }
     let lines = LineIndex::new(text);
     let mut defs = Vec::with_capacity(tags.definitions.len());
     flatten(

@@ -2,6 +2,7 @@
 //! `workspace/symbol` (from the workspace index).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ropey::Rope;
 use tower_lsp::jsonrpc::{Error, Result};
@@ -13,7 +14,7 @@ use tower_lsp::lsp_types::{
 use super::state::{Snapshot, State};
 use crate::index::IndexedSymbol;
 use crate::position::{self, PositionEncoding};
-use crate::syntax::{self, Language, SymbolKind, SymbolNode};
+use crate::syntax::{self, Language, SymbolKind, SymbolNode, TagBudget, TagsCut};
 
 /// How many matches `workspace/symbol` returns; clients show a short list anyway.
 const WORKSPACE_SYMBOL_LIMIT: usize = 128;
@@ -97,12 +98,83 @@ async fn read_from_disk(uri: &Url) -> Result<Snapshot> {
     })
 }
 
+/// Most symbols in one `documentSymbol` response (nested ones included).
+/// An outline of more is unreadable, and each costs ~250 bytes of JSON: this
+/// keeps the worst response to a few MB.
+const MAX_DOCUMENT_SYMBOLS: usize = 10_000;
+/// Above this size only top-level items are outlined: nesting is not worth
+/// matching inside every function body of a huge (usually generated) file.
+const TOP_LEVEL_ONLY_ABOVE_BYTES: usize = 2 << 20;
+/// The tag query for one request stops after this long.
+const SYMBOLS_TIME_BUDGET: Duration = Duration::from_secs(2);
+/// Longest symbol name sent, in chars (a name is one token, but a bad one
+/// can be a megabyte).
+const MAX_NAME_CHARS: usize = 200;
+
+/// The document's outline, bounded in count, time and size (see the
+/// constants above). Anything cut is logged with the reason.
 fn symbol_nodes(snapshot: &Snapshot) -> Vec<SymbolNode> {
     let (Some(language), Some(tree)) = (snapshot.language, &snapshot.tree) else {
         return Vec::new();
     };
     let text = snapshot.rope.to_string();
-    syntax::symbol_tree(syntax::tags(language, tree, &text).definitions)
+    let top_level_only = text.len() > TOP_LEVEL_ONLY_ABOVE_BYTES;
+    let started = Instant::now();
+    let budget = TagBudget {
+        // Duplicates (one name matched by several patterns) are merged
+        // after collection: leave room for them.
+        max_definitions: MAX_DOCUMENT_SYMBOLS * 2,
+        deadline: Some(started + SYMBOLS_TIME_BUDGET),
+        top_level_only,
+    };
+    let (tags, cut) = syntax::tags_within(language, tree, &text, &budget);
+    let mut nodes = syntax::symbol_tree(tags.definitions);
+    let total: usize = nodes.iter().map(count_nodes).sum();
+    let flattened = top_level_only || total > MAX_DOCUMENT_SYMBOLS;
+    if flattened {
+        for node in &mut nodes {
+            node.children = Vec::new();
+        }
+    }
+    let top_level = nodes.len();
+    nodes.truncate(MAX_DOCUMENT_SYMBOLS);
+    if cut.is_some() || flattened {
+        let why = match cut {
+            Some(TagsCut::Count) => format!("stopped after {} definitions", budget.max_definitions),
+            Some(TagsCut::Time) => format!(
+                "stopped after {} ms (the time budget)",
+                SYMBOLS_TIME_BUDGET.as_millis()
+            ),
+            None => "complete".to_owned(),
+        };
+        tracing::warn!(
+            "documentSymbol for {} ({} bytes): outline limited — {why}; {} of {top_level} \
+             top-level symbols sent{} (limit {MAX_DOCUMENT_SYMBOLS} symbols, top level only \
+             above {TOP_LEVEL_ONLY_ABOVE_BYTES} bytes), {} ms",
+            snapshot.uri,
+            text.len(),
+            nodes.len(),
+            if flattened {
+                ", nested symbols left out"
+            } else {
+                ""
+            },
+            started.elapsed().as_millis(),
+        );
+    }
+    nodes
+}
+
+fn count_nodes(node: &SymbolNode) -> usize {
+    1 + node.children.iter().map(count_nodes).sum::<usize>()
+}
+
+/// The name as sent: cut to [`MAX_NAME_CHARS`], with `…` when cut.
+fn display_name(name: &str) -> String {
+    match name.char_indices().nth(MAX_NAME_CHARS) {
+        Some((idx, _)) => format!("{}…", &name[..idx]),
+        None => name.to_owned(),
+    }
 }
 
 #[allow(deprecated)] // `deprecated` is a required field of the struct, superseded by `tags`.
@@ -113,7 +185,7 @@ fn to_document_symbol(
 ) -> DocumentSymbol {
     let def = &node.definition;
     DocumentSymbol {
-        name: def.name.clone(),
+        name: display_name(&def.name),
         detail: def.detail.clone(),
         kind: lsp_kind(def.kind),
         tags: None,
@@ -140,7 +212,7 @@ fn flatten(
     for node in nodes {
         let def = &node.definition;
         out.push(SymbolInformation {
-            name: def.name.clone(),
+            name: display_name(&def.name),
             kind: lsp_kind(def.kind),
             tags: None,
             deprecated: None,
@@ -148,7 +220,7 @@ fn flatten(
                 uri: snapshot.uri.clone(),
                 range: position::range_of(&snapshot.rope, def.range.clone(), encoding),
             },
-            container_name: container.map(str::to_owned),
+            container_name: container.map(display_name),
         });
         flatten(&node.children, Some(&def.name), snapshot, encoding, out);
     }
@@ -161,7 +233,7 @@ fn to_symbol_information(
 ) -> Option<SymbolInformation> {
     let uri = Url::from_file_path(&*symbol.path).ok()?;
     Some(SymbolInformation {
-        name: symbol.name.to_string(),
+        name: display_name(&symbol.name),
         kind: lsp_kind(symbol.kind),
         tags: None,
         deprecated: None,
@@ -172,7 +244,7 @@ fn to_symbol_information(
                 end: symbol.selection.1.to_position(encoding),
             },
         },
-        container_name: symbol.container.as_ref().map(|c| c.to_string()),
+        container_name: symbol.container.as_deref().map(display_name),
     })
 }
 

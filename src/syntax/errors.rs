@@ -1,44 +1,79 @@
-//! Syntax errors from tree-sitter's ERROR and MISSING nodes.
+//! Syntax errors from tree-sitter's ERROR and MISSING nodes, placed where
+//! the fault is and saying what was expected when that can be known.
+//!
+//! Tree-sitter's error recovery often wraps a lot of good code in one ERROR
+//! (deleting the `:` of a method in a Python class turns the class body
+//! before it into an ERROR that starts on the `class` line), and one fault
+//! can leave a second ERROR further down. So for each error, in document
+//! order, we try small repairs near it (`repair.rs`): inserting one expected
+//! token (`:`, `,`, `)`, `}`, `end`, a closing quote …) after each token of
+//! the region, or deleting the stray token. The repair that leaves the
+//! fewest errors tells where the fault is and what was expected; it is then
+//! kept for the rest of the walk, so errors it explains are not reported
+//! again. When no repair helps, the ERROR is reported by its first line
+//! (`unexpected "…"`), or its unclosed bracket.
 use tree_sitter::{Node, Tree};
 
 use super::SyntaxError;
 
+mod brackets;
+mod repair;
+
 /// Longest snippet quoted in an `unexpected "…"` message, in chars.
 const MAX_SNIPPET_CHARS: usize = 24;
 
-/// Reports ERROR nodes (`unexpected "…"`) and MISSING nodes (`missing ";"`),
-/// in document order, at most `max`. Errors nested inside an ERROR node are
-/// not reported again.
+/// Reports syntax errors in document order, at most `max`. Errors nested
+/// inside an ERROR node are not reported again, nor are errors that a
+/// repair of an earlier fault explains.
 ///
-/// An ERROR's range is cut at the end of its first line: an unclosed bracket
-/// can make tree-sitter wrap the rest of the file in one ERROR, and
-/// underlining all of it helps nobody. When an ERROR holds an opening
-/// bracket that is never closed, that bracket is reported instead
-/// (`unclosed "("`). MISSING nodes are zero-width.
+/// Ranges stay on one line: an unclosed bracket can make tree-sitter wrap
+/// the rest of the file in one ERROR, and underlining all of it helps
+/// nobody. `expected …` errors are zero-width, at the place the token is
+/// missing.
 pub fn syntax_errors(tree: &Tree, text: &str, max: usize) -> Vec<SyntaxError> {
-    let mut out = Vec::new();
-    let root = tree.root_node();
-    if max == 0 || !root.has_error() {
-        return out;
+    if max == 0 || !tree.root_node().has_error() {
+        return Vec::new();
     }
+    match repair::Repairer::new(tree, text) {
+        Some(repairer) => repairer.run(max),
+        None => plain_errors(tree, text, max),
+    }
+}
+
+/// The errors as the tree shows them, without trying repairs (for files too
+/// big to reparse many times).
+fn plain_errors(tree: &Tree, text: &str, max: usize) -> Vec<SyntaxError> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while out.len() < max {
+        let Some(node) = first_error_from(tree.root_node(), from) else {
+            break;
+        };
+        out.push(describe(node, text));
+        from = next_start(node);
+    }
+    out
+}
+
+/// Where the search for the next error starts after `node`: past it, so
+/// errors nested in an ERROR are not reported again.
+fn next_start(node: Node) -> usize {
+    node.end_byte().max(node.start_byte() + 1)
+}
+
+/// The first ERROR or MISSING node (outermost) that starts at or after
+/// `from`, in document order.
+fn first_error_from(root: Node, from: usize) -> Option<Node> {
     let mut cursor = root.walk();
     'walk: loop {
         let node = cursor.node();
-        let mut descend = false;
-        if node.is_error() {
-            out.push(error_for(node, text));
-        } else if node.is_missing() {
-            out.push(SyntaxError {
-                range: node.start_byte()..node.start_byte(),
-                message: missing_message(node),
-            });
-        } else {
-            // `has_error` is cached per node, so clean subtrees are skipped.
-            descend = node.has_error();
+        let starts_in = node.start_byte() >= from;
+        if (node.is_error() || node.is_missing()) && starts_in {
+            return Some(node);
         }
-        if out.len() >= max {
-            break;
-        }
+        // `has_error` is cached per node, so clean subtrees are skipped;
+        // and so is what ends before `from` (reported, or explained).
+        let descend = node.has_error() && node.end_byte() > from;
         if descend && cursor.goto_first_child() {
             continue;
         }
@@ -48,28 +83,45 @@ pub fn syntax_errors(tree: &Tree, text: &str, max: usize) -> Vec<SyntaxError> {
             }
         }
     }
-    out
+    None
 }
 
-fn missing_message(node: Node) -> String {
-    let kind = node.kind();
-    if node.is_named() {
-        format!("missing {}", kind.replace('_', " "))
-    } else {
-        format!("missing \"{kind}\"")
+/// How many errors a tree has (outermost ERROR and MISSING nodes), counting
+/// to `cap` at most.
+fn count_errors(root: Node, cap: usize) -> usize {
+    let mut count = 0;
+    let mut from = 0;
+    while count < cap {
+        let Some(node) = first_error_from(root, from) else {
+            break;
+        };
+        count += 1;
+        from = next_start(node);
     }
+    count
 }
 
-fn error_for(node: Node, text: &str) -> SyntaxError {
-    if let Some(open) = unclosed_bracket(node) {
+/// The message for an error no repair explained.
+fn describe(node: Node, text: &str) -> SyntaxError {
+    if node.is_missing() {
+        return missing(node, text);
+    }
+    if let Some(open) = brackets::unclosed_bracket(node, text) {
         return SyntaxError {
             range: open.byte_range(),
             message: format!("unclosed \"{}\"", open.kind()),
         };
     }
-    let start = node.start_byte();
-    let full = text.get(node.byte_range()).unwrap_or("");
-    let first_line = full.split(['\n', '\r']).next().unwrap_or("");
+    if let Some(error) = unterminated_string(node, text) {
+        return error;
+    }
+    let range = node.byte_range();
+    let full = text.get(range.clone()).unwrap_or("");
+    // An ERROR can start with the line break after the last good token:
+    // show its first line with content.
+    let lead = full.len() - full.trim_start().len();
+    let start = range.start + lead;
+    let first_line = full[lead..].split(['\n', '\r']).next().unwrap_or("");
     let snippet = snippet(first_line);
     let message = if snippet.is_empty() {
         "syntax error".to_owned()
@@ -82,51 +134,58 @@ fn error_for(node: Node, text: &str) -> SyntaxError {
     }
 }
 
-/// Most leaves of an ERROR scanned for brackets; bounds the cost of a
-/// file-sized ERROR.
-const MAX_BRACKET_SCAN: usize = 10_000;
-
-/// The first opening bracket inside `error` that is never closed, when the
-/// ERROR has no stray closing bracket: then "unclosed" is the real problem.
-fn unclosed_bracket(error: Node) -> Option<Node> {
-    let mut open: Vec<Node> = Vec::new();
-    let mut cursor = error.walk();
-    let mut seen = 0;
-    'walk: loop {
-        let node = cursor.node();
-        if node.child_count() == 0 {
-            seen += 1;
-            if seen > MAX_BRACKET_SCAN {
-                return None;
-            }
-            let kind = node.kind();
-            if !node.is_named() && !node.is_missing() {
-                match kind {
-                    "(" | "[" | "{" => open.push(node),
-                    ")" | "]" | "}" => {
-                        let opener = match kind {
-                            ")" => "(",
-                            "]" => "[",
-                            _ => "{",
-                        };
-                        if open.last().map(|n| n.kind()) != Some(opener) {
-                            return None;
-                        }
-                        open.pop();
-                    }
-                    _ => {}
-                }
-            }
-        } else if cursor.goto_first_child() {
-            continue;
-        }
-        while !cursor.goto_next_sibling() {
-            if !cursor.goto_parent() || cursor.node() == error {
-                break 'walk;
-            }
-        }
+fn missing(node: Node, text: &str) -> SyntaxError {
+    let kind = node.kind();
+    let at = node.start_byte();
+    if is_quote(kind) {
+        // Underline the string from its opening quote when on one line.
+        let opened = node.parent().map_or(at, |p| p.start_byte()).min(at);
+        let line_end = text[opened..at]
+            .find(['\n', '\r'])
+            .map_or(at, |i| opened + i);
+        return SyntaxError {
+            range: opened..line_end,
+            message: "unterminated string".to_owned(),
+        };
     }
-    open.first().copied()
+    let message = if node.is_named() {
+        format!("expected {}", kind.replace('_', " "))
+    } else {
+        format!("expected \"{kind}\"")
+    };
+    SyntaxError {
+        range: at..at,
+        message,
+    }
+}
+
+fn is_quote(token: &str) -> bool {
+    matches!(token, "\"" | "'" | "`")
+}
+
+/// An ERROR that is an opening quote and the text after it on its line.
+fn unterminated_string(node: Node, text: &str) -> Option<SyntaxError> {
+    let first = first_leaf(node);
+    let opens_string = is_quote(first.kind()) || first.kind() == "string_start";
+    if !opens_string {
+        return None;
+    }
+    let start = first.start_byte();
+    let line_end = text[start..]
+        .find(['\n', '\r'])
+        .map_or(text.len(), |i| start + i);
+    Some(SyntaxError {
+        range: start..line_end,
+        message: "unterminated string".to_owned(),
+    })
+}
+
+fn first_leaf(node: Node) -> Node {
+    let mut leaf = node;
+    while let Some(child) = leaf.child(0) {
+        leaf = child;
+    }
+    leaf
 }
 
 /// The start of the erroneous text on one line, truncated with `…`.

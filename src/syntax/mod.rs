@@ -13,7 +13,7 @@ mod tags;
 pub use errors::syntax_errors;
 pub use parse::{parse_rope, parse_str};
 pub use symbols::symbol_tree;
-pub use tags::{check_queries, tags};
+pub use tags::{check_queries, tags, tags_within, TagBudget, TagsCut};
 
 /// A supported language. Detection and grammar mapping live in `languages.rs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

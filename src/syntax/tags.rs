@@ -8,8 +8,11 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::OnceLock;
+use std::time::Instant;
 
-use tree_sitter::{Node, Query, QueryCursor, StreamingIterator, Tree};
+use tree_sitter::{
+    Node, Query, QueryCursor, QueryCursorOptions, QueryCursorState, StreamingIterator, Tree,
+};
 
 use super::{Definition, Language, Reference, SymbolKind, Tags};
 
@@ -157,16 +160,84 @@ struct Candidate<'tree> {
 
 /// Runs the tag query for `lang` over `tree` (parsed from `text`).
 pub fn tags(lang: Language, tree: &Tree, text: &str) -> Tags {
+    collect(lang, tree, text, &TagBudget::UNLIMITED).0
+}
+
+/// What one run of the tag query may spend: a request on a huge document
+/// (a generated file of a million assignments) must not build millions of
+/// symbols, nor run for seconds.
+#[derive(Clone, Copy, Debug)]
+pub struct TagBudget {
+    /// Most definitions collected (before duplicates are merged); the query
+    /// stops at the first match past it.
+    pub max_definitions: usize,
+    /// The query stops here, even between matches.
+    pub deadline: Option<Instant>,
+    /// Only items that start near the top of the tree (enough for top-level
+    /// outlines): skips the matching inside function bodies.
+    pub top_level_only: bool,
+}
+
+impl TagBudget {
+    pub const UNLIMITED: TagBudget = TagBudget {
+        max_definitions: usize::MAX,
+        deadline: None,
+        top_level_only: false,
+    };
+}
+
+/// Why a bounded tag run stopped before the end of the document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TagsCut {
+    /// `max_definitions` reached.
+    Count,
+    /// `deadline` passed.
+    Time,
+}
+
+/// [`tags`] within a budget: definitions and references found before the
+/// budget ran out (those of the document's start), and why it stopped.
+pub fn tags_within(
+    lang: Language,
+    tree: &Tree,
+    text: &str,
+    budget: &TagBudget,
+) -> (Tags, Option<TagsCut>) {
+    collect(lang, tree, text, budget)
+}
+
+/// Deepest start of a pattern in top-level mode: a top-level item may sit
+/// under two wrappers (`export` + declaration, `var ( … )` lists).
+const TOP_LEVEL_START_DEPTH: u32 = 3;
+
+fn collect(lang: Language, tree: &Tree, text: &str, budget: &TagBudget) -> (Tags, Option<TagsCut>) {
     let Some(tq) = tag_query(lang) else {
-        return Tags::default();
+        return (Tags::default(), None);
     };
     let src = text.as_bytes();
     let mut cursor = QueryCursor::new();
+    if budget.top_level_only {
+        cursor.set_max_start_depth(Some(TOP_LEVEL_START_DEPTH));
+    }
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut references: Vec<Reference> = Vec::new();
+    let mut cut = None;
+    let deadline = budget.deadline;
+    // Tree-sitter calls this while it walks between matches, so a long
+    // stretch without any match is cut too. `true` stops the query.
+    let mut past_deadline = |_: &QueryCursorState| deadline.is_some_and(|d| Instant::now() >= d);
+    let options = QueryCursorOptions::new().progress_callback(&mut past_deadline);
 
-    let mut matches = cursor.matches(&tq.query, tree.root_node(), src);
+    let mut matches = cursor.matches_with_options(&tq.query, tree.root_node(), src, options);
     while let Some(m) = matches.next() {
+        if candidates.len() >= budget.max_definitions {
+            cut = Some(TagsCut::Count);
+            break;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            cut = Some(TagsCut::Time);
+            break;
+        }
         let mut name: Option<Node> = None;
         let mut item: Option<(Node, Role)> = None;
         for cap in m.captures {
@@ -219,6 +290,10 @@ pub fn tags(lang: Language, tree: &Tree, text: &str) -> Tags {
         }
     }
     drop(matches);
+    // The progress callback ends the iteration without saying why.
+    if cut.is_none() && deadline.is_some_and(|d| Instant::now() >= d) {
+        cut = Some(TagsCut::Time);
+    }
 
     let definitions = dedup_definitions(candidates, |c| {
         c.def.detail = detail::detail(lang, c.item, text);
@@ -232,10 +307,13 @@ pub fn tags(lang: Language, tree: &Tree, text: &str) -> Tags {
     references.retain(|r| !def_names.contains(&(r.range.start, r.range.end)));
     references.sort_by_key(|r| (r.range.start, r.range.end));
     references.dedup_by(|a, b| a.range == b.range);
-    Tags {
-        definitions,
-        references,
-    }
+    (
+        Tags {
+            definitions,
+            references,
+        },
+        cut,
+    )
 }
 
 /// One definition per name node: the earliest pattern wins; output sorted by

@@ -57,3 +57,23 @@ fn closing_a_document_clears_its_diagnostics() {
     lsp.diagnostics(&uri, |d| d.is_empty());
     assert!(lsp.shutdown_and_exit().success());
 }
+
+/// Issue 11: deleting the `:` of a method on line 28 of a Python class was
+/// published as a bare "syntax error" on line 21 (`class Item:`) and another
+/// on line 49. Now: one diagnostic, on line 28, saying what is missing.
+#[test]
+fn missing_colon_in_a_class_is_published_at_the_fault() {
+    let text = include_str!("../fixtures/syntax_errors/python_issue11_missing_colon_in_class.py");
+    let ws = Workspace::new(&[]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    let uri = ws.uri("inventory.py");
+    lsp.open(&uri, "python", text);
+    let diagnostics = lsp.diagnostics(&uri, |d| !d.is_empty());
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0]["message"], "expected \":\"");
+    // 0-based line 27, right after `def total(self)`.
+    assert_eq!(diagnostics[0]["range"]["start"]["line"], 27);
+    assert_eq!(diagnostics[0]["range"]["start"]["character"], 19);
+    assert!(lsp.shutdown_and_exit().success());
+}

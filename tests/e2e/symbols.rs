@@ -90,3 +90,120 @@ fn plain_text_documents_have_no_symbols_but_work() {
     assert_eq!(symbols, json!([]));
     assert!(lsp.shutdown_and_exit().success());
 }
+
+/// `lines` module-level assignments, `x0 = 0` … : every line a symbol.
+fn assignments(lines: usize) -> String {
+    let mut text = String::with_capacity(lines * 12);
+    for i in 0..lines {
+        text.push_str(&format!("x{i} = {i}\n"));
+    }
+    text
+}
+
+/// Waits for a response that may take a while on a loaded machine (a
+/// multi-MB parse in a debug build); a generous bound, not a timing target.
+fn slow_response(lsp: &mut Lsp, id: &Value) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        if let Some(response) = lsp.try_response(id) {
+            return response;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no response to {id}\n{}",
+            lsp.stderr()
+        );
+        lsp.pump_for(std::time::Duration::from_millis(200));
+    }
+}
+
+fn bounded_symbols(lsp: &mut Lsp, uri: &str) -> (Vec<Value>, usize) {
+    let id = lsp.send_request(
+        "textDocument/documentSymbol",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    let response = slow_response(lsp, &id);
+    let bytes = serde_json::to_vec(&response).unwrap().len();
+    let symbols = response["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a symbol list: {}", &response.to_string()[..200]))
+        .clone();
+    (symbols, bytes)
+}
+
+/// A 1.2 MB file of 100,000 assignments (issue 11: 1 MB took 7.9 s, 42 MB of
+/// JSON and 1.5 GB): the outline is cut to the symbol limit, in document
+/// order, and the next request is answered.
+#[test]
+fn huge_document_outline_is_capped() {
+    let ws = Workspace::new(&[]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    let uri = ws.uri("generated.py");
+    lsp.open(&uri, "python", &assignments(100_000));
+    let (symbols, bytes) = bounded_symbols(&mut lsp, &uri);
+    assert_eq!(symbols.len(), 10_000, "{bytes} bytes");
+    assert!(
+        bytes < 4 << 20,
+        "{bytes} bytes for {} symbols",
+        symbols.len()
+    );
+    assert_eq!(symbols[0]["name"], "x0");
+    assert_eq!(symbols[9_999]["name"], "x9999");
+    assert_eq!(symbols[9_999]["range"]["start"]["line"], 9_999);
+
+    // The session goes on: a small document's outline is whole.
+    let small = ws.uri("small.py");
+    lsp.open(
+        &small,
+        "python",
+        "class A:\n    def f(self):\n        pass\n",
+    );
+    let outline = lsp.document_symbols(&small);
+    assert_eq!(outline[0]["name"], "A", "{outline}");
+    assert_eq!(outline[0]["children"][0]["name"], "f", "{outline}");
+    assert!(
+        lsp.stderr().contains("outline limited"),
+        "the cut is logged\n{}",
+        lsp.stderr()
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+/// Past 2 MiB only top-level symbols are outlined, and a class's thousands
+/// of methods do not count against the file; the stream stays in sync.
+#[test]
+fn multi_megabyte_document_gets_a_top_level_outline() {
+    let ws = Workspace::new(&[]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    let uri = ws.uri("huge.py");
+    let mut text = String::from("class Table:\n");
+    for i in 0..3_000 {
+        text.push_str(&format!("    def row{i}(self):\n        return {i}\n"));
+    }
+    text.push_str(&assignments(250_000));
+    assert!(text.len() > 3 << 20, "{}", text.len());
+    lsp.open(&uri, "python", &text);
+    let (symbols, bytes) = bounded_symbols(&mut lsp, &uri);
+    assert!(
+        (1..=10_000).contains(&symbols.len()),
+        "{} symbols",
+        symbols.len()
+    );
+    assert!(bytes < 4 << 20, "{bytes} bytes");
+    assert_eq!(symbols[0]["name"], "Table");
+    assert!(
+        symbols.iter().all(|s| s.get("children").is_none()),
+        "top level only"
+    );
+    assert_eq!(symbols[1]["name"], "x0");
+
+    // Requests after it are still framed and answered, each once.
+    let again = lsp.request("workspace/symbol", json!({ "query": "Table" }));
+    assert!(again.is_ok(), "{again:?}");
+    let small = ws.uri("small.py");
+    lsp.open(&small, "python", "def g():\n    pass\n");
+    assert_eq!(lsp.symbol_names(&small), ["g"]);
+    assert!(lsp.shutdown_and_exit().success());
+}
