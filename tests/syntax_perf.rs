@@ -101,3 +101,43 @@ fn throughput() {
         total_lines as f64 / total_secs / 1e3
     );
 }
+
+/// What a broken file costs the diagnostics: `syntax_errors` tries one-token
+/// repairs near each error (up to a trial budget, on files up to 256 KiB), so
+/// a file being typed pays reparses. One missing `:` (Python) or `;` (Rust)
+/// near the middle, and ten scattered ones, at growing sizes.
+#[test]
+#[ignore = "timing; run in release with --nocapture"]
+fn diagnostics_on_broken_files() {
+    let cases = [
+        ("python.py", Language::Python, "):\n", ")\n"),
+        ("rust.rs", Language::Rust, ");\n", ")\n"),
+    ];
+    for (name, lang, good, bad) in cases {
+        for kib in [16, 64, 250, 1024] {
+            let (text, _) = repeat(&wrap(lang, &fixture(name)), kib * 1024);
+            for faults in [1usize, 10] {
+                let sites: Vec<usize> = text.match_indices(good).map(|(i, _)| i).collect();
+                let step = (sites.len() / (faults + 1)).max(1);
+                let mut broken = text.clone();
+                // From the end, so earlier offsets stay valid.
+                for &at in sites.iter().skip(step).step_by(step).take(faults).rev() {
+                    broken.replace_range(at..at + good.len(), bad);
+                }
+                let tree = parse_str(lang, &broken, None).expect("parse");
+                let start = Instant::now();
+                let errors = fettle::syntax::syntax_errors(&tree, &broken, 100);
+                let took = start.elapsed();
+                assert!(!errors.is_empty(), "{name} {kib} KiB: no error found");
+                println!(
+                    "{:<7} {:>5} KiB, {:>2} fault(s): syntax_errors {:>7.1} ms, {} error(s)",
+                    lang.name(),
+                    broken.len() / 1024,
+                    faults,
+                    took.as_secs_f64() * 1e3,
+                    errors.len(),
+                );
+            }
+        }
+    }
+}
