@@ -86,8 +86,11 @@ fn first_error_from(root: Node, from: usize) -> Option<Node> {
     None
 }
 
-/// How many errors a tree has (outermost ERROR and MISSING nodes), counting
-/// to `cap` at most.
+/// Bytes of one ERROR that count as one more error (see `count_errors`).
+const ERROR_BYTES_PER_COUNT: usize = 256;
+
+/// How many errors a tree has (outermost ERROR and MISSING nodes, a big
+/// ERROR weighing more), counting to `cap` at most.
 fn count_errors(root: Node, cap: usize) -> usize {
     let mut count = 0;
     let mut from = 0;
@@ -95,7 +98,10 @@ fn count_errors(root: Node, cap: usize) -> usize {
         let Some(node) = first_error_from(root, from) else {
             break;
         };
-        count += 1;
+        // A big ERROR weighs more than one: else a "repair" that swallows
+        // the rest of the file into one ERROR (an inserted `{`) would beat
+        // the real fix whenever other faults remain after it.
+        count += 1 + node.byte_range().len() / ERROR_BYTES_PER_COUNT;
         from = next_start(node);
     }
     count

@@ -4,11 +4,19 @@ use tree_sitter::{InputEdit, Language, Node, Parser, Point, Tree};
 use super::{count_errors, describe, first_error_from, is_quote, missing, next_start};
 use crate::syntax::SyntaxError;
 
-/// Larger files get the errors as the tree shows them: each trial reparses.
-const MAX_REPAIR_BYTES: usize = 256 << 10;
+/// Larger files get the errors as the tree shows them: each trial reparses
+/// (about 2 ms per trial for 16 KiB of Python, see docs/performance.md).
+const MAX_REPAIR_BYTES: usize = 64 << 10;
 /// Reparses per call, all errors together; bounds the work on a file full
 /// of errors (each is an incremental parse: ~0.1 ms on a small file).
 const MAX_TRIALS: usize = 400;
+/// Bytes reparsed per call, all trials together: a trial costs about the
+/// file's size (error recovery defeats most incremental reuse), so big
+/// files get fewer trials. Work, not wall time, is the bound, so the same
+/// text always gets the same messages (about 130 ms for 16 KiB of Python
+/// with ten faults in a release build; see docs/performance.md). Errors not
+/// reached within it get the tree's own messages.
+const MAX_REPARSED_BYTES: usize = 1 << 20;
 /// Insertion points tried per error: after the token before it and after
 /// each of its first tokens.
 const MAX_POSITIONS: usize = 48;
@@ -48,6 +56,8 @@ pub(super) struct Repairer {
     tree: Tree,
     edits: Vec<Edit>,
     trials: usize,
+    reparsed_bytes: usize,
+    budget_logged: bool,
 }
 
 impl Repairer {
@@ -67,6 +77,8 @@ impl Repairer {
             tree: tree.clone(),
             edits: Vec::new(),
             trials: 0,
+            reparsed_bytes: 0,
+            budget_logged: false,
         })
     }
 
@@ -175,6 +187,11 @@ impl Repairer {
                 if better(&fix, &best) {
                     best = Some(fix);
                 }
+                // Nothing ranks higher than an insertion at a line's end
+                // that leaves no error, and ties go to the earlier one.
+                if best.as_ref().is_some_and(|b| rank(b) == (0, false, false)) {
+                    return best;
+                }
             }
         }
         // A stray token: deleting it is the repair.
@@ -200,10 +217,19 @@ impl Repairer {
 
     /// Reparses with one edit; `None` once the trial budget is spent.
     fn try_edit(&mut self, at: usize, insert: &str, deleted: usize, cap: usize) -> Option<Fix> {
-        if self.trials >= MAX_TRIALS {
+        if self.trials >= MAX_TRIALS || self.reparsed_bytes >= MAX_REPARSED_BYTES {
+            if !self.budget_logged {
+                self.budget_logged = true;
+                tracing::debug!(
+                    trials = self.trials,
+                    bytes = self.reparsed_bytes,
+                    "syntax error repairs stopped at their budget"
+                );
+            }
             return None;
         }
         self.trials += 1;
+        self.reparsed_bytes += self.text.len();
         let mut repaired = String::with_capacity(self.text.len() + insert.len());
         repaired.push_str(&self.text[..at]);
         repaired.push_str(insert);
