@@ -1222,9 +1222,16 @@ async fn run_cli_serves_and_records() {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = probe.local_addr().unwrap().port();
     drop(probe);
+    let (announced_tx, announced) = std::sync::mpsc::channel::<String>();
     let task = tokio::spawn({
         let (script, record) = (script.clone(), record.clone());
-        async move { fettle::mock::run_cli(&script, port, Some(&record)).await }
+        async move {
+            let listening = move |url: &str| {
+                announced_tx.send(url.to_owned()).unwrap();
+                Ok(())
+            };
+            fettle::mock::run_cli(&script, port, Some(&record), listening).await
+        }
     });
     let url = format!("http://127.0.0.1:{port}");
     let mut up = false;
@@ -1236,6 +1243,8 @@ async fn run_cli_serves_and_records() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(up, "run_cli did not start");
+    // The URL is announced once the server accepts connections.
+    assert_eq!(announced.try_recv().unwrap(), url);
     for q in ["one", "two"] {
         let v: Value = client()
             .post(format!("{url}/v1/completions"))

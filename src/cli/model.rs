@@ -1,4 +1,5 @@
 //! `fettle model fetch` and `fettle mock-model`.
+use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -140,10 +141,19 @@ pub(super) fn mock_model(args: MockModelArgs) -> i32 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    // This one stdout line is the command's contract: a parent process
+    // reads it to learn the address, so it goes straight to stdout (not
+    // through tracing) and is flushed at once.
+    let announce = |url: &str| {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {url}")?;
+        out.flush()
+    };
     match runtime.block_on(crate::mock::run_cli(
         &args.script,
         args.port,
         args.record.as_deref(),
+        announce,
     )) {
         Ok(()) => 0,
         Err(err) => {

@@ -11,10 +11,16 @@ use super::script::Script;
 use super::server::{MockServer, Observer, RecordedRequest};
 
 /// Serves the JSON script at `script` on 127.0.0.1:`port` (0: a free port),
-/// writes exactly one line, `listening on http://127.0.0.1:PORT`, to stdout,
-/// appends each request as one JSON line to `record` when given, and runs
-/// until the process is interrupted (ctrl-c, SIGTERM).
-pub async fn run_cli(script: &Path, port: u16, record: Option<&Path>) -> anyhow::Result<()> {
+/// hands the server's URL to `listening` once it accepts connections (the
+/// `cli` module prints it: only `cli` writes to stdout), appends each request
+/// as one JSON line to `record` when given, and runs until the process is
+/// interrupted (ctrl-c, SIGTERM).
+pub async fn run_cli(
+    script: &Path,
+    port: u16,
+    record: Option<&Path>,
+    listening: impl FnOnce(&str) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     let script = Script::from_file(script)?;
     let observer = match record {
         Some(path) => Some(recorder(path)?),
@@ -24,14 +30,7 @@ pub async fn run_cli(script: &Path, port: u16, record: Option<&Path>) -> anyhow:
     let server = MockServer::start_with(script, addr, observer)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    {
-        // This one stdout line is the command's contract: a parent process
-        // reads it to learn the address, so it goes straight to stdout (not
-        // through tracing) and is flushed at once.
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on {}", server.url())?;
-        out.flush()?;
-    }
+    listening(&server.url())?;
     tracing::info!(url = %server.url(), "mock model server running");
     // Serve until the process is interrupted. The crate does not enable
     // tokio's signal handling; the default action of SIGINT and SIGTERM ends

@@ -575,7 +575,7 @@ fn with_filter(command: &str, filter: &str) -> String {
 }
 
 fn file_uri(path: &Path) -> String {
-    tower_lsp::lsp_types::Url::from_file_path(path)
+    url::Url::from_file_path(path)
         .map(|u| u.to_string())
         .unwrap_or_else(|()| path.display().to_string())
 }

@@ -1,0 +1,99 @@
+//! ARCHITECTURE.md's invariants that a grep can check, checked here so they
+//! cannot slip again: the engines know nothing about LSP, and only `cli`
+//! and the server's transport write to stdout.
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Code lines (not comments, not lines inside string literals that start
+/// with a quote) containing any of `needles`, as `file:line: text`.
+fn offending(files: &[PathBuf], needles: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") || code.starts_with('"') {
+                continue;
+            }
+            if needles.iter().any(|needle| contains_word(code, needle)) {
+                let shown = file.strip_prefix(src()).unwrap_or(file).display();
+                found.push(format!("src/{shown}:{}: {code}", n + 1));
+            }
+        }
+    }
+    found
+}
+
+/// `needle` in `code` not preceded by an identifier character
+/// (`eprintln!(` is not `println!(`).
+fn contains_word(code: &str, needle: &str) -> bool {
+    code.match_indices(needle).any(|(at, _)| {
+        !code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
+}
+
+#[test]
+fn engines_know_nothing_about_lsp() {
+    let mut files = Vec::new();
+    for dir in [
+        "syntax",
+        "index",
+        "config",
+        "model",
+        "completion",
+        "agent",
+        "secrets",
+        "mock",
+    ] {
+        rust_files(&src().join(dir), &mut files);
+    }
+    assert!(files.len() > 50, "found only {} files", files.len());
+    let found = offending(&files, &["tower_lsp", "lsp_types"]);
+    assert!(
+        found.is_empty(),
+        "LSP types outside lsp/ (convert in lsp/ instead):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn only_cli_and_the_transport_write_to_stdout() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let allowed = |path: &Path| {
+        let rel = path.strip_prefix(src()).unwrap();
+        rel.starts_with("cli")
+            || rel.starts_with("lsp/transport")
+            // Hands the process's stdout to the transport's single writer.
+            || rel == Path::new("lsp/mod.rs")
+            // The hidden `fettle sandbox-exec --probe` process: its stdout
+            // is a pipe Fettle reads, never the LSP stream.
+            || rel == Path::new("agent/sandbox/runner.rs")
+    };
+    files.retain(|path| !allowed(path));
+    let found = offending(&files, &["println!(", "print!(", "io::stdout()"]);
+    assert!(
+        found.is_empty(),
+        "stdout is the protocol: log with tracing instead:\n{}",
+        found.join("\n")
+    );
+}
