@@ -64,6 +64,30 @@ fn openai_model(base: &str, extra: serde_json::Value) -> serde_json::Value {
     model
 }
 
+/// A workspace with `src/lib.rs` open, completing with the OpenAI-style
+/// model `name` at `base` (`model` and `completion` merge into its settings).
+fn session(
+    name: &str,
+    base: &str,
+    model: serde_json::Value,
+    completion: serde_json::Value,
+) -> (Workspace, Lsp, String) {
+    let ws = Workspace::new(&[("src/lib.rs", LIB)]);
+    let mut lsp = Lsp::spawn();
+    let mut completion_settings = json!({ "model": name });
+    if let (Some(c), Some(e)) = (completion_settings.as_object_mut(), completion.as_object()) {
+        c.extend(e.clone());
+    }
+    let options = json!({
+        "models": { name: openai_model(base, model) },
+        "completion": completion_settings,
+    });
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    (ws, lsp, uri)
+}
+
 /// An automatic inline completion at the end of `let a = `.
 fn complete(lsp: &mut Lsp, uri: &str) -> serde_json::Value {
     lsp.request(
@@ -108,15 +132,12 @@ fn a_rate_limited_model_is_paused_and_completions_skip_it() {
         ..ScriptedResponse::default()
     };
     let mock = BackgroundMock::start(Script::new(vec![limited, ok]));
-    let ws = Workspace::new(&[("src/lib.rs", LIB)]);
-    let mut lsp = Lsp::spawn();
-    let options = json!({
-        "models": { "busy": openai_model(&mock.server.url(), json!({ "max_retries": 2 })) },
-        "completion": { "model": "busy", "deadline_ms": 2000 },
-    });
-    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", LIB);
+    let (_ws, mut lsp, uri) = session(
+        "busy",
+        &mock.server.url(),
+        json!({ "max_retries": 2 }),
+        json!({ "deadline_ms": 2000 }),
+    );
 
     let started = Instant::now();
     assert!(complete(&mut lsp, &uri).is_null());
@@ -171,15 +192,7 @@ fn a_model_that_is_down_is_reported_once_and_so_is_its_return() {
         .unwrap()
         .port();
     let base = format!("http://127.0.0.1:{port}");
-    let ws = Workspace::new(&[("src/lib.rs", LIB)]);
-    let mut lsp = Lsp::spawn();
-    let options = json!({
-        "models": { "down": openai_model(&base, json!({ "max_retries": 0 })) },
-        "completion": { "model": "down" },
-    });
-    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", LIB);
+    let (_ws, mut lsp, uri) = session("down", &base, json!({ "max_retries": 0 }), json!({}));
 
     for _ in 0..4 {
         assert!(complete(&mut lsp, &uri).is_null());
@@ -259,15 +272,12 @@ fn a_trickling_model_cannot_hold_a_completion() {
         ..ScriptedResponse::default()
     };
     let mock = BackgroundMock::start(Script::new(vec![tokens, comments]));
-    let ws = Workspace::new(&[("src/lib.rs", LIB)]);
-    let mut lsp = Lsp::spawn();
-    let options = json!({
-        "models": { "slow": openai_model(&mock.server.url(), json!({ "max_retries": 0 })) },
-        "completion": { "model": "slow", "deadline_ms": 1000 },
-    });
-    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", LIB);
+    let (_ws, mut lsp, uri) = session(
+        "slow",
+        &mock.server.url(),
+        json!({ "max_retries": 0 }),
+        json!({ "deadline_ms": 1000 }),
+    );
 
     let started = Instant::now();
     assert!(complete(&mut lsp, &uri).is_null());
