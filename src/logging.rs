@@ -35,7 +35,7 @@ pub fn init(default_level: &str) {
         let _ = RELOAD.set(handle);
     }
     std::panic::set_hook(Box::new(|info| {
-        let detail = crate::lsp::guard::panic_message(info.payload());
+        let detail = panic_message(info.payload());
         let location = info
             .location()
             .map(|l| format!("{}:{}", l.file(), l.line()))
@@ -56,5 +56,16 @@ pub fn set_level(directive: &str) {
         Err(err) => {
             tracing::warn!(%directive, %err, "log.level is not a valid filter; keeping the current one")
         }
+    }
+}
+
+/// The text a panic carries (`panic!("…")` payloads are `&str` or `String`).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_owned()
     }
 }

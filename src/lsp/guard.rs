@@ -156,7 +156,7 @@ fn panic_response(
     method: &str,
     payload: Box<dyn Any + Send>,
 ) -> Option<Response> {
-    let detail = panic_message(payload.as_ref());
+    let detail = crate::logging::panic_message(payload.as_ref());
     tracing::error!(%method, panic = %detail, "handler panicked; answering with InternalError");
     // Notifications have no id and get no response.
     id.map(|id| {
@@ -169,14 +169,4 @@ fn panic_response(
             },
         )
     })
-}
-
-pub fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic payload".to_owned()
-    }
 }
