@@ -10,7 +10,8 @@
 //! character.
 
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-#[path = "../tests/e2e/harness.rs"]
+#[path = "../tests/it/e2e/harness.rs"]
+#[allow(dead_code)] // the benches use part of the test harness
 mod harness;
 
 use std::path::Path;

@@ -8,7 +8,8 @@
 //! Uses the end-to-end test harness as its client.
 
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-#[path = "../tests/e2e/harness.rs"]
+#[path = "../tests/it/e2e/harness.rs"]
+#[allow(dead_code)] // the benches use part of the test harness
 mod harness;
 
 mod common;

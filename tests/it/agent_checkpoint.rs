@@ -320,6 +320,7 @@ fn latest_list_and_errors() {
 /// parallel threads, and these variables are process-wide.
 #[test]
 fn cache_dir_and_stores_follow_the_environment() {
+    crate::isolated::alone!(cache_dir_and_stores_follow_the_environment);
     std::env::set_var("FETTLE_CACHE_DIR", "/tmp/fettle-test-cache");
     assert_eq!(
         fettle::agent::checkpoint::cache_dir(),

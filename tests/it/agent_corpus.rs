@@ -17,7 +17,7 @@
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod agent_common;
+use crate::agent_common;
 
 use std::collections::HashMap;
 use std::io::Read;

@@ -200,7 +200,8 @@ async fn background_child_holding_the_pipe_does_not_hang_the_run() {
 
 #[tokio::test]
 async fn environment_is_scrubbed() {
-    // Names unique to this test; other tests do not read them.
+    crate::isolated::alone!(environment_is_scrubbed);
+    // Process-wide: this test runs alone in its own process.
     std::env::set_var("FETTLE_TEST_API_KEY", "k1");
     std::env::set_var("MY_TOKEN", "t1");
     std::env::set_var("fettle_test_lower_secret", "s1");

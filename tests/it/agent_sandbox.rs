@@ -16,7 +16,7 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod agent_common;
+use crate::agent_common;
 
 use std::io::Read as _;
 use std::net::{TcpListener, UdpSocket};
@@ -497,6 +497,7 @@ fn attacks() -> Vec<Attack> {
 /// Every attack of the table fails, judged by its outside effect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attacks_from_commands_have_no_effect_outside() {
+    crate::isolated::alone!(attacks_from_commands_have_no_effect_outside);
     let targets = Targets::start();
     let vars = format!(
         "TCP_PORT={} UDP_PORT={} UNIX_PATH={} ABSTRACT_NAME={} VICTIM_PID={}; ",
@@ -535,6 +536,7 @@ async fn attacks_from_commands_have_no_effect_outside() {
 /// What must keep working under the sandbox.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_workspace_private_tmp_and_test_runners_work() {
+    crate::isolated::alone!(the_workspace_private_tmp_and_test_runners_work);
     let fx = fixture(false);
     let out = run_in(&fx, "echo ok > inside.txt && echo t > /tmp/mine && cat /tmp/mine && echo \"$TMPDIR\" && echo s > \"$TMPDIR/other\"").await;
     assert!(out.success(), "{}", out.describe());
@@ -562,6 +564,7 @@ async fn the_workspace_private_tmp_and_test_runners_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cargo_test_runs_in_the_sandbox() {
+    crate::isolated::alone!(cargo_test_runs_in_the_sandbox);
     if Command::new("cargo").arg("--version").output().is_err() {
         eprintln!("skipping: no cargo");
         return;
@@ -585,6 +588,7 @@ async fn cargo_test_runs_in_the_sandbox() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pytest_and_node_run_in_the_sandbox() {
+    crate::isolated::alone!(pytest_and_node_run_in_the_sandbox);
     let fx = fixture(false);
     if agent_common::have_pytest() {
         std::fs::write(
@@ -616,6 +620,7 @@ async fn pytest_and_node_run_in_the_sandbox() {
 /// never sees the secret, and nothing changed.
 #[test]
 fn fix_commands_cannot_read_fettles_environment_or_loosen_the_next_run() {
+    crate::isolated::alone!(fix_commands_cannot_read_fettles_environment_or_loosen_the_next_run);
     setup();
     let temp = tempfile::tempdir().unwrap();
     let ws = temp.path().join("ws");
@@ -668,6 +673,7 @@ fn fix_commands_cannot_read_fettles_environment_or_loosen_the_next_run() {
 /// sleep dies too (the lifeline closes; the runner kills its namespace).
 #[test]
 fn test_processes_die_with_a_sigkilled_fettle_fix() {
+    crate::isolated::alone!(test_processes_die_with_a_sigkilled_fettle_fix);
     setup();
     for mode in ["auto", "off"] {
         let temp = tempfile::tempdir().unwrap();
@@ -719,6 +725,7 @@ fn test_processes_die_with_a_sigkilled_fettle_fix() {
 /// /tmp neither: TMPDIR is the private dir).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fallbacks_kill_leftovers_and_landlock_still_confines_writes() {
+    crate::isolated::alone!(fallbacks_kill_leftovers_and_landlock_still_confines_writes);
     for landlock in [true, false] {
         let mut fx = fixture(true);
         fx.policy.namespaces = false;
@@ -755,6 +762,7 @@ async fn fallbacks_kill_leftovers_and_landlock_still_confines_writes() {
 /// without namespaces.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_cancel_and_drop_kill_escaped_processes_too() {
+    crate::isolated::alone!(timeout_cancel_and_drop_kill_escaped_processes_too);
     for namespaces in [true, false] {
         for how in ["timeout", "cancel", "drop"] {
             let mut fx = fixture(false);
@@ -812,6 +820,7 @@ async fn timeout_cancel_and_drop_kill_escaped_processes_too() {
 /// `fettle doctor` says what the sandbox enforces here.
 #[test]
 fn doctor_shows_the_sandbox_section() {
+    crate::isolated::alone!(doctor_shows_the_sandbox_section);
     let temp = tempfile::tempdir().unwrap();
     let out = fettle_command(
         &["doctor", "--no-probe", temp.path().to_str().unwrap()],
@@ -840,6 +849,7 @@ fn doctor_shows_the_sandbox_section() {
 /// what there is; `workspace` refuses to run.
 #[test]
 fn auto_falls_back_and_says_so_once_workspace_fails_closed() {
+    crate::isolated::alone!(auto_falls_back_and_says_so_once_workspace_fails_closed);
     for (disable, mode, expect) in [
         ("namespaces,landlock", "auto", "supports no sandbox"),
         (

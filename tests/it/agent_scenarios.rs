@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // in tests a panic is the failure report
 
-mod agent_common;
+use crate::agent_common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

@@ -6,7 +6,7 @@
 //! searched for the secrets, raw and base64/hex-encoded.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // in tests a panic is the failure report
 
-mod agent_common;
+use crate::agent_common;
 
 use std::process::Command;
 

@@ -46,7 +46,7 @@ fn resolve_fixtures(kind: &str) -> BTreeMap<String, Result<fettle::config::Resol
 
 fn snapshot_settings() -> insta::Settings {
     let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("fixtures/config/snapshots");
+    settings.set_snapshot_path("../fixtures/config/snapshots");
     settings.set_prepend_module_to_snapshot(false);
     settings
 }

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use tower_lsp::lsp_types::{Position, Range, TextDocumentContentChangeEvent, Url};
 use tree_sitter::{Node, Tree};
 
-mod reference;
+use crate::reference;
 use reference::{ref_apply, ref_lines, ref_position};
 
 // ---------------------------------------------------------------- reference

@@ -3,7 +3,7 @@
 // Tests may unwrap: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod index_common;
+use crate::index_common;
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use ropey::Rope;
 use tower_lsp::lsp_types::{Position, Range};
 
-mod reference;
+use crate::reference;
 use reference::{ref_lines, ref_offset, ref_position};
 
 const POOL: &[&str] = &[

@@ -4,7 +4,7 @@
 //! text the mock model received from the real `fettle fix`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // in tests a panic is the failure report
 
-mod agent_common;
+use crate::agent_common;
 
 use agent_common::{fettle_command, Mock};
 use fettle::mock::Script;

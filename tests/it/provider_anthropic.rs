@@ -1,7 +1,7 @@
 //! The `anthropic` provider against the mock model server: the request it
 //! sends, the stream it decodes, and every fault it must report honestly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod providers_anthropic_ollama_common;
+use crate::providers_anthropic_ollama_common;
 
 use std::time::{Duration, Instant};
 

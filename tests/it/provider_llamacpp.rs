@@ -2,7 +2,8 @@
 //! the snippets as `input_extra`, `/completion` for explicit templates,
 //! OpenAI-compatible chat at `/v1/chat/completions`, and every fault.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod openai_compat_common;
+use crate::fault_tests;
+use crate::openai_compat_common;
 
 use fettle::config::FimTemplate;
 use fettle::mock::{MockToolCall, ScriptedResponse};
@@ -166,5 +167,5 @@ async fn invalid_tool_arguments() {
     bad_tool_arguments(T).await;
 }
 
-fault_tests!(chat_faults, crate::T, crate::Cap::Chat);
-fault_tests!(fim_faults, crate::T, crate::Cap::Fim);
+fault_tests!(chat_faults, super::T, super::Cap::Chat);
+fault_tests!(fim_faults, super::T, super::Cap::Fim);

@@ -1,7 +1,8 @@
 //! The `mistral` provider against the mock model server: Codestral FIM at
 //! `/fim/completions`, OpenAI-compatible chat with tools, and every fault.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod openai_compat_common;
+use crate::fault_tests;
+use crate::openai_compat_common;
 
 use fettle::config::FimTemplate;
 use fettle::mock::{MockToolCall, MockUsage, ScriptedResponse};
@@ -163,5 +164,5 @@ async fn invalid_tool_arguments() {
     bad_tool_arguments(T).await;
 }
 
-fault_tests!(chat_faults, crate::T, crate::Cap::Chat);
-fault_tests!(fim_faults, crate::T, crate::Cap::Fim);
+fault_tests!(chat_faults, super::T, super::Cap::Chat);
+fault_tests!(fim_faults, super::T, super::Cap::Fim);

@@ -2,7 +2,7 @@
 //! sends to `/api/chat` and `/api/generate`, the NDJSON it decodes, and
 //! every fault it must report honestly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod providers_anthropic_ollama_common;
+use crate::providers_anthropic_ollama_common;
 
 use std::time::{Duration, Instant};
 

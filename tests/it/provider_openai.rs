@@ -1,7 +1,8 @@
 //! The `openai` provider against the mock model server: the requests it
 //! sends, the streams it decodes, and every fault it must report honestly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-mod openai_compat_common;
+use crate::fault_tests;
+use crate::openai_compat_common;
 
 use fettle::config::FimTemplate;
 use fettle::mock::{MockToolCall, MockUsage, ScriptedResponse};
@@ -249,5 +250,5 @@ async fn invalid_tool_arguments() {
     bad_tool_arguments(T).await;
 }
 
-fault_tests!(chat_faults, crate::T, crate::Cap::Chat);
-fault_tests!(fim_faults, crate::T, crate::Cap::Fim);
+fault_tests!(chat_faults, super::T, super::Cap::Chat);
+fault_tests!(fim_faults, super::T, super::Cap::Fim);

@@ -174,7 +174,7 @@ fn render(text: &str, errors: &[SyntaxError]) -> String {
 /// Golden tests: one fixture per common mistake per language (missing
 /// colon, brace, paren, quote, comma, semicolon) in
 /// `tests/fixtures/syntax_errors/`, each with its snapshot in `snapshots/`.
-/// Update with `INSTA_UPDATE=always cargo test --test syntax_errors` and
+/// Update with `INSTA_UPDATE=always cargo test --test it syntax_errors::` and
 /// review every changed line: the error must sit at the fault and say what
 /// was expected.
 #[test]

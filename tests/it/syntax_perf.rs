@@ -1,6 +1,6 @@
 //! Throughput of `parse_str` + `tags` on large inputs built from the
 //! fixtures. Timing is printed, not asserted (machines vary); run with
-//! `cargo test --release --test syntax_perf -- --ignored --nocapture`.
+//! `cargo test --release --test it syntax_perf:: -- --ignored --nocapture`.
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::path::Path;

@@ -2,9 +2,9 @@
 //! tagged and rendered as an outline plus references, and compared with its
 //! snapshot in `tests/fixtures/syntax/snapshots/`.
 //!
-//! Update snapshots with `INSTA_UPDATE=always cargo test --test syntax_symbols`
+//! Update snapshots with `INSTA_UPDATE=always cargo test --test it syntax_symbols::`
 //! and review every changed line. To see a file's syntax tree while writing
-//! queries: `FETTLE_SYNTAX_DUMP=path cargo test --test syntax_symbols dump -- --ignored --nocapture`.
+//! queries: `FETTLE_SYNTAX_DUMP=path cargo test --test it syntax_symbols::dump -- --ignored --nocapture`.
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::fmt::Write as _;

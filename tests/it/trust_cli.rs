@@ -5,7 +5,7 @@
 //! `--revoke`, any edit to the file, the way to lose that trust).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // in tests a panic is the failure report
 
-mod agent_common;
+use crate::agent_common;
 
 use std::path::Path;
 use std::process::Output;

@@ -1,7 +1,6 @@
 //! Shared by the agent's end-to-end tests: workspaces copied from fixtures,
 //! the mock model on its own runtime, the real `fettle fix` binary, and
 //! byte-and-mode-exact tree comparison.
-#![allow(dead_code)] // Not every test binary uses every helper.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // in tests a panic is the failure report
 
 use std::collections::BTreeMap;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use fettle::mock::Script;
 use serde_json::{json, Value};
 
-use crate::harness::{BackgroundMock, Lsp, Workspace};
+use super::harness::{BackgroundMock, Lsp, Workspace};
 
 /// The mock model, with what these tests ask of it.
 struct Mock(BackgroundMock);

@@ -4,7 +4,7 @@
 //! expected.
 use serde_json::{json, Value};
 
-use crate::harness::{Lsp, Workspace};
+use super::harness::{Lsp, Workspace};
 
 fn started(ws: &Workspace) -> Lsp {
     let mut lsp = Lsp::spawn();

@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::harness::{Lsp, Workspace};
+use super::harness::{Lsp, Workspace};
 
 fn messages(lsp: &mut Lsp, kind: u64) -> Vec<String> {
     lsp.pending_notifications("window/showMessage")

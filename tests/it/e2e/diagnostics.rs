@@ -1,6 +1,6 @@
 use serde_json::json;
 
-use crate::harness::{Lsp, Workspace};
+use super::harness::{Lsp, Workspace};
 
 #[test]
 fn syntax_errors_are_published_at_the_right_column_and_cleared_when_fixed() {
@@ -63,7 +63,8 @@ fn closing_a_document_clears_its_diagnostics() {
 /// on line 49. Now: one diagnostic, on line 28, saying what is missing.
 #[test]
 fn missing_colon_in_a_class_is_published_at_the_fault() {
-    let text = include_str!("../fixtures/syntax_errors/python_issue11_missing_colon_in_class.py");
+    let text =
+        include_str!("../../fixtures/syntax_errors/python_issue11_missing_colon_in_class.py");
     let ws = Workspace::new(&[]);
     let mut lsp = Lsp::spawn();
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);

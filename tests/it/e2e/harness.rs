@@ -5,8 +5,6 @@
 //! tokens, registrations) like a real client would, keeps every notification,
 //! and checks the "every request is answered exactly once" rule on the way.
 
-#![allow(dead_code)] // Not every test binary uses every helper.
-
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

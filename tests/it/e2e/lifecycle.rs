@@ -1,6 +1,6 @@
 use serde_json::{json, Value};
 
-use crate::harness::{redact, Lsp, Workspace};
+use super::harness::{redact, Lsp, Workspace};
 
 #[test]
 fn initialize_announces_capabilities_and_negotiated_encoding() {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{Lsp, Workspace};
+use super::harness::{Lsp, Workspace};
 
 /// A short session that does what logs at INFO: initialize, index, open, exit.
 fn session(mut lsp: Lsp, options: Option<serde_json::Value>) -> String {

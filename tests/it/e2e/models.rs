@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 use fettle::mock::{Fault, MockServer, Script, ScriptedResponse};
 use serde_json::json;
 
-use crate::harness::{BackgroundMock, Lsp, Workspace};
+use super::harness::{BackgroundMock, Lsp, Workspace};
 
 #[test]
 fn a_missing_embedded_model_is_reported_once_naming_the_fetch_command() {

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::harness::Workspace;
+use super::harness::Workspace;
 
 const SOURCE: &str = "/* 😀 emoji first */ pub struct Résumé { name: String }\n\
 \n\
@@ -142,7 +142,7 @@ fn unsaved_scenario(variant: &str) -> Option<(Value, Workspace, String)> {
         ]}"#,
     )
     .unwrap();
-    let mock = crate::harness::BackgroundMock::start(script);
+    let mock = super::harness::BackgroundMock::start(script);
     let server = &mock.server;
     let init = serde_json::json!({
         "models": { "mock": { "provider": "openai", "base_url": format!("{}/v1", server.url()), "model": "mock", "max_retries": 0 } },
@@ -391,7 +391,7 @@ fn accept_menu_item(
     let ws = Workspace::new(&[("shop.py", file)]);
     let mut response = fettle::mock::ScriptedResponse::text(answer);
     response.repeat = true;
-    let mock = crate::harness::BackgroundMock::start(fettle::mock::Script::new(vec![response]));
+    let mock = super::harness::BackgroundMock::start(fettle::mock::Script::new(vec![response]));
     let init = serde_json::json!({
         "models": { "mock": {
             "provider": "openai", "base_url": format!("{}/v1", mock.server.url()),

@@ -2,7 +2,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::harness::{Lsp, Workspace};
+use super::harness::{Lsp, Workspace};
 
 fn hooked() -> (Workspace, Lsp) {
     let ws = Workspace::new(&[("src/lib.rs", "pub fn alive() {}\n")]);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use fettle::mock::Script;
 use serde_json::{json, Value};
 
-use crate::harness::{BackgroundMock, Lsp, Workspace};
+use super::harness::{BackgroundMock, Lsp, Workspace};
 
 fn wait_for_server_request(lsp: &mut Lsp, method: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);

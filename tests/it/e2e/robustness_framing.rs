@@ -4,7 +4,7 @@
 //! loses nothing after it.
 use serde_json::{json, Value};
 
-use crate::harness::{Lsp, Workspace};
+use super::harness::{Lsp, Workspace};
 
 fn hooked() -> (Workspace, Lsp) {
     let ws = Workspace::new(&[("src/lib.rs", "pub fn alive() {}\n")]);

@@ -1,8 +1,8 @@
 use serde_json::{json, Value};
 
-use crate::harness::{Lsp, Workspace};
+use super::harness::{Lsp, Workspace};
 
-const SHAPES: &str = include_str!("../fixtures/e2e/shapes.rs");
+const SHAPES: &str = include_str!("../../fixtures/e2e/shapes.rs");
 
 fn symbols_for(encoding: &str) -> Value {
     let ws = Workspace::new(&[]);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use fettle::mock::{Script, ScriptedResponse};
 use serde_json::{json, Value};
 
-use crate::harness::{BackgroundMock, Lsp, Workspace};
+use super::harness::{BackgroundMock, Lsp, Workspace};
 
 const CANARY: &str = "sk-canary-lsp-8d2e61f0";
 const LIB: &str = "fn main() {\n    let x = \n}\n";

@@ -1,6 +1,6 @@
 use serde_json::{json, Value};
 
-use crate::harness::{redact, Lsp, Workspace};
+use super::harness::{redact, Lsp, Workspace};
 
 fn names(result: &Value) -> Vec<String> {
     result

@@ -1,5 +1,4 @@
 //! Fixtures shared by the `index*` integration tests.
-#![allow(dead_code)] // each test crate uses a different subset
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -1,7 +1,6 @@
 //! A reference model of LSP positions, written from the spec, simple and
 //! slow on purpose: the property tests check `fettle::position` and
 //! `fettle::document` against it.
-#![allow(dead_code)] // Each test crate uses a part.
 
 use fettle::position::PositionEncoding;
 use tower_lsp::lsp_types::{Position, TextDocumentContentChangeEvent};
