@@ -14,6 +14,7 @@ pub mod fsutil;
 pub mod host;
 pub mod output;
 pub mod paths;
+pub mod prepare;
 pub mod protected;
 pub mod redact;
 pub mod repo_map;

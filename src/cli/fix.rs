@@ -13,10 +13,8 @@ use futures::future::BoxFuture;
 
 use crate::agent::checkpoint::CheckpointStore;
 use crate::agent::host::{BufferEdit, Host};
-use crate::agent::verify::detect_test_command;
-use crate::agent::{
-    run_task, Cancel, EventKind, TaskEnv, TaskEvent, TaskSpec, TaskStatus, DEFAULT_GOAL,
-};
+use crate::agent::prepare::{prepare, Notice, Overrides, Prepared};
+use crate::agent::{run_task, Cancel, EventKind, TaskEnv, TaskEvent, TaskStatus, DEFAULT_GOAL};
 use crate::config::ConfigLayers;
 use crate::index::{IndexProgress, IndexSettings, WorkspaceIndex};
 use crate::model::{shorten_for_display, Models};
@@ -94,51 +92,32 @@ pub fn run(args: FixArgs) -> i32 {
     };
     let goal = args.goal.clone().unwrap_or_else(|| DEFAULT_GOAL.to_owned());
     let id = format!("fix-{}-{}", std::process::id(), now_ms());
-    let mut spec = TaskSpec::from_config(id, goal, root.clone(), &config.agent);
-    if let Some(n) = args.max_iterations {
-        spec.budget.max_iterations = n;
-    }
-    spec.test_command = match args.test.clone().filter(|t| !t.trim().is_empty()) {
-        Some(cmd) => Some(cmd),
-        None if !config.agent.test_command.trim().is_empty() => {
-            Some(config.agent.test_command.clone())
-        }
-        None => {
-            match detect_test_command(&root) {
-                Some(found) => {
-                    eprintln!(
-                        "fettle: testing with `{}` ({})",
-                        found.command, found.reason
-                    );
-                    Some(found.command)
-                }
-                None => {
-                    eprintln!("fettle: no test command found (give one with --test); verifying syntax only");
-                    None
-                }
-            }
-        }
+    let overrides = Overrides {
+        test_command: args.test.clone(),
+        max_iterations: args.max_iterations,
     };
-    spec.sandbox = match crate::agent::sandbox::from_config(
+    let prepared = prepare(
+        id,
+        goal,
+        root.clone(),
         &config.agent,
-        &root,
-        spec.test_command.as_deref(),
-    ) {
-        Ok(prepared) => {
-            if let Some(notice) = prepared.notice {
-                eprintln!("fettle: {notice}");
+        &overrides,
+        &mut |notice| match notice {
+            Notice::TestCommandDetected { command, reason } => {
+                eprintln!("fettle: testing with `{command}` ({reason})");
             }
-            Some(prepared.policy)
-        }
+            Notice::NoTestCommand => {
+                eprintln!(
+                    "fettle: no test command found (give one with --test); verifying syntax only"
+                );
+            }
+            Notice::Sandbox(text) => eprintln!("fettle: {text}"),
+        },
+    );
+    let Prepared { spec, store } = match prepared {
+        Ok(prepared) => prepared,
         Err(err) => {
             eprintln!("fettle: {err}");
-            return 2;
-        }
-    };
-    let store = match CheckpointStore::for_workspace(&root) {
-        Ok(store) => store,
-        Err(err) => {
-            eprintln!("fettle: cannot create the checkpoint directory: {err}");
             return 2;
         }
     };

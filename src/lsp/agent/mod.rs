@@ -20,9 +20,8 @@ use tower_lsp::lsp_types::{MessageType, ProgressToken, Range, Url};
 
 use super::progress::Progress;
 use super::state::State;
-use crate::agent::checkpoint::CheckpointStore;
-use crate::agent::verify::detect_test_command;
-use crate::agent::{run_task, Cancel, Focus, TaskEnv, TaskResult, TaskSpec, TaskStatus};
+use crate::agent::prepare::{Notice, Overrides, Prepared};
+use crate::agent::{run_task, Cancel, Focus, TaskEnv, TaskResult, TaskStatus};
 
 pub const CHAT: &str = "fettle.chat";
 pub const FIX_DIAGNOSTICS: &str = "fettle.fixDiagnostics";
@@ -207,42 +206,31 @@ async fn run(
         *running = Some((id.clone(), cancel.clone()));
     }
     let _clear = ClearRunning(state.clone());
-    let mut spec = TaskSpec::from_config(id.clone(), goal, root.clone(), &config.agent);
-    spec.test_command = if config.agent.test_command.trim().is_empty() {
-        detect_test_command(&root).map(|d| d.command)
-    } else {
-        Some(config.agent.test_command.clone())
-    };
-    spec.focus = focus_path.map(|path| Focus { path, lines });
-    spec.sandbox = match crate::agent::sandbox::from_config(
+    // Notices are shown as they happened, before any failure.
+    let mut sandbox_notices = Vec::new();
+    let prepared = crate::agent::prepare::prepare(
+        id.clone(),
+        goal,
+        root.clone(),
         &config.agent,
-        &root,
-        spec.test_command.as_deref(),
-    ) {
-        Ok(prepared) => {
-            if let Some(notice) = prepared.notice {
-                state
-                    .client
-                    .show_message(MessageType::WARNING, format!("fettle: {notice}"))
-                    .await;
+        &Overrides::default(),
+        &mut |notice| {
+            if let Notice::Sandbox(text) = notice {
+                sandbox_notices.push(text);
             }
-            Some(prepared.policy)
-        }
+        },
+    );
+    for notice in sandbox_notices {
+        state
+            .client
+            .show_message(MessageType::WARNING, format!("fettle: {notice}"))
+            .await;
+    }
+    let Prepared { mut spec, store } = match prepared {
+        Ok(prepared) => prepared,
         Err(err) => return Ok(Some(failed(state, &id, &err).await)),
     };
-    let store = match CheckpointStore::for_workspace(&root) {
-        Ok(store) => store,
-        Err(err) => {
-            return Ok(Some(
-                failed(
-                    state,
-                    &id,
-                    &format!("cannot create the checkpoint directory: {err}"),
-                )
-                .await,
-            ))
-        }
-    };
+    spec.focus = focus_path.map(|path| Focus { path, lines });
     let progress = Progress::begin_cancellable(state, "Fettle agent", token).await;
     *state.agent.progress.lock() = progress.token().cloned();
     let (lsp_host, forwarder) = host::LspHost::new(state.clone(), progress);
