@@ -10,7 +10,6 @@
 //! `update_file`/`remove_file` (what a client does on save or close).
 mod extract;
 mod fuzzy;
-mod fxhash;
 mod store;
 #[cfg(test)]
 mod tests;
