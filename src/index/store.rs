@@ -10,10 +10,10 @@ use super::extract::FileData;
 use super::fuzzy::{self, Matcher, Score};
 // FxHash: names and paths are not attacker-controlled, and SipHash is a
 // measurable share of commit time during a cold index.
-use rustc_hash::FxHashMap as FxMap;
 use super::{FileInfo, IndexStats, IndexedSymbol};
 use crate::position::TextPoint;
 use crate::syntax::{Language, SymbolKind};
+use rustc_hash::FxHashMap as FxMap;
 
 /// Where a commit's text came from; decides who wins over an open buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -97,3 +97,95 @@ fn only_cli_and_the_transport_write_to_stdout() {
         found.join("\n")
     );
 }
+
+/// Tree-sitter counts rows by `\n` only; LSP also by `\r\n` and a lone `\r`.
+/// Lines come from byte offsets through `position.rs`, so no code reads a
+/// node's row or column (`start_position()`, `end_position()`, `.row`,
+/// `.column`). Building `Point`s for tree-sitter's own edits is writing,
+/// not reading, and stays allowed (`position.rs`, `document.rs`, `syntax/`).
+#[test]
+fn nothing_reads_tree_sitter_rows() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files.retain(|path| path.strip_prefix(src()).unwrap() != Path::new("position.rs"));
+    let mut found = offending(&files, &["start_position()", "end_position()"]);
+    // A field read `x.row` / `x.column` in a file that uses tree-sitter
+    // (elsewhere `.column` is some other struct's): the needle follows an
+    // identifier, so `offending`'s word check does not fit.
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        if !text.contains("tree_sitter") {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for field in [".row", ".column"] {
+                let reads = code.match_indices(field).any(|(at, _)| {
+                    !code[at + field.len()..]
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                });
+                if reads {
+                    let shown = file.strip_prefix(src()).unwrap().display();
+                    found.push(format!("src/{shown}:{}: {code}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "tree-sitter rows/columns read (use byte offsets and position.rs):\n{}",
+        found.join("\n")
+    );
+}
+
+/// Dependencies point down (ARCHITECTURE.md's bird's-eye view): the engines
+/// never reach up into the front ends, `completion` and `agent` do not
+/// know each other, and only `cli` (for `fettle mock-model`) uses `mock`.
+#[test]
+fn dependencies_point_down() {
+    let files_of = |dirs: &[&str]| {
+        let mut files = Vec::new();
+        for dir in dirs {
+            let path = src().join(dir);
+            if path.is_dir() {
+                rust_files(&path, &mut files);
+            } else {
+                files.push(path);
+            }
+        }
+        files
+    };
+    let engines = files_of(&[
+        "syntax",
+        "index",
+        "config",
+        "model",
+        "completion",
+        "agent",
+        "secrets",
+        "mock",
+        "document.rs",
+        "position.rs",
+        "logging.rs",
+    ]);
+    let mut found = offending(&engines, &["crate::lsp", "crate::cli"]);
+    found.extend(offending(&files_of(&["completion"]), &["crate::agent"]));
+    found.extend(offending(&files_of(&["agent"]), &["crate::completion"]));
+    let mut not_cli = Vec::new();
+    rust_files(&src(), &mut not_cli);
+    not_cli.retain(|p| {
+        let rel = p.strip_prefix(src()).unwrap();
+        !rel.starts_with("cli") && !rel.starts_with("mock")
+    });
+    found.extend(offending(&not_cli, &["crate::mock"]));
+    assert!(
+        found.is_empty(),
+        "a dependency that points the wrong way:\n{}",
+        found.join("\n")
+    );
+}

@@ -50,7 +50,6 @@ pub(super) fn tree_empty_block<'a>(
     if !block_kinds(lang).contains(&block.kind()) || block.has_error() {
         return TreeAnswer::Unknown;
     }
-    let header_row = block.start_position().row;
     let mut before: Option<Node<'_>> = None;
     let mut after: Option<Node<'_>> = None;
     let mut walk = block.walk();
@@ -69,7 +68,8 @@ pub(super) fn tree_empty_block<'a>(
     }
     // Named nodes before the cursor are allowed only on the header line (Lua
     // keeps a function's name and parameters in the block-like node itself).
-    let before_ok = before.is_none_or(|b| !b.is_named() || b.end_position().row == header_row);
+    let before_ok = before
+        .is_none_or(|b| !b.is_named() || on_one_line(pos.text, block.start_byte(), b.end_byte()));
     // After it, only the closer (`}`, `end`) or an `else` continuation.
     let after_ok = after.is_none_or(|a| !a.is_named() || a.kind().contains("else"));
     // The block must open on an earlier line than the cursor's.
@@ -79,6 +79,14 @@ pub(super) fn tree_empty_block<'a>(
     } else {
         TreeAnswer::NotEmpty
     }
+}
+
+/// No line break (`\n`, `\r\n` or a lone `\r`, as LSP counts lines) between
+/// byte `from` and byte `to`. Tree-sitter's rows count `\n` only, so they
+/// are never compared (ARCHITECTURE.md: nothing reads tree-sitter's rows).
+fn on_one_line(text: &str, from: usize, to: usize) -> bool {
+    text.get(from..to)
+        .is_some_and(|between| !between.contains(['\n', '\r']))
 }
 
 fn line_start_of(text: &str, at: usize) -> usize {
