@@ -48,6 +48,18 @@ pub enum Role {
     Tool,
 }
 
+impl Role {
+    /// The role's name on the OpenAI and Ollama wires (and in serde).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
 /// A tool call the model made.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {

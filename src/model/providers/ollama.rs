@@ -173,12 +173,7 @@ fn encode_messages(messages: &[Message]) -> Value {
     let encoded = messages
         .iter()
         .map(|message| {
-            let role = match message.role {
-                Role::System => "system",
-                Role::User => "user",
-                Role::Assistant => "assistant",
-                Role::Tool => "tool",
-            };
+            let role = message.role.as_str();
             let mut out = Map::new();
             out.insert("role".into(), json!(role));
             out.insert("content".into(), json!(message.content));

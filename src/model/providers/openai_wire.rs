@@ -13,8 +13,7 @@ use crate::config::ModelConfig;
 use crate::model::error::shorten;
 use crate::model::http::{merge_extra_body, Endpoint, Response, SseEvent};
 use crate::model::{
-    ChatEvent, ChatStream, GenOptions, Message, ModelError, Role, StopReason, ToolCall, ToolDef,
-    Usage,
+    ChatEvent, ChatStream, GenOptions, Message, ModelError, StopReason, ToolCall, ToolDef, Usage,
 };
 
 /// Sampling settings for one request: the request's options over the
@@ -126,12 +125,7 @@ pub(crate) fn prompt_body(
 }
 
 fn encode_message(message: &Message) -> Value {
-    let role = match message.role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    };
+    let role = message.role.as_str();
     let mut out = Map::new();
     out.insert("role".into(), json!(role));
     if message.tool_calls.is_empty() || !message.content.is_empty() {
