@@ -200,7 +200,12 @@ impl Lsp {
 
     /// Waits for the whole response message to request `id`.
     pub fn response(&mut self, id: &Value) -> Value {
-        let deadline = Instant::now() + TIMEOUT;
+        self.response_within(id, TIMEOUT)
+    }
+
+    /// Waits up to `wait` for the whole response message to request `id`.
+    pub fn response_within(&mut self, id: &Value, wait: Duration) -> Value {
+        let deadline = Instant::now() + wait;
         loop {
             if let Some(response) = self.responses.remove(id) {
                 return response;
@@ -226,8 +231,19 @@ impl Lsp {
 
     /// Sends a request and returns its `result`, or its `error` object as `Err`.
     pub fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
+        self.request_within(method, params, TIMEOUT)
+    }
+
+    /// [`Lsp::request`], waiting up to `wait` for the answer: for work
+    /// that may outlast `TIMEOUT` on a loaded machine (the embedded model).
+    pub fn request_within(
+        &mut self,
+        method: &str,
+        params: Value,
+        wait: Duration,
+    ) -> Result<Value, Value> {
         let id = self.send_request(method, params);
-        let response = self.response(&id);
+        let response = self.response_within(&id, wait);
         match response.get("error") {
             Some(error) => Err(error.clone()),
             None => Ok(response.get("result").cloned().unwrap_or(Value::Null)),

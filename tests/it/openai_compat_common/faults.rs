@@ -1,6 +1,6 @@
 //! The fault suite every OpenAI-compatible provider must pass, through
 //! either capability, and the macro that makes one test of each.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! `mistral`, `llamacpp`): building models against the mock server,
 //! collecting streams, and the fault suite every provider must pass, run
 //! through either capability.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod faults;
 pub use faults::*;

@@ -1,6 +1,6 @@
 //! Helpers for the Anthropic and Ollama provider tests against the mock
 //! model server.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::time::Duration;
 
 use fettle::config::{ModelConfig, Provider as ProviderKind};
