@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use fettle::agent::checkpoint::CheckpointStore;
 use fettle::agent::exec::{self, CommandSpec};
 use fettle::agent::host::{BufferEdit, Host};
-use fettle::agent::{run_task, Cancel, TaskEnv, TaskEvent, TaskSpec};
+use fettle::agent::{run_task, CancellationToken, TaskEnv, TaskEvent, TaskSpec};
 use fettle::config::{AgentConfig, Config, ModelConfig};
 use fettle::index::{IndexProgress, IndexSettings, WorkspaceIndex};
 use fettle::mock::{MockServer, MockToolCall, Script, ScriptedResponse};
@@ -115,7 +115,7 @@ async fn bench() -> Result<()> {
     index.index_roots(
         std::slice::from_ref(&root),
         &|_: IndexProgress| {},
-        &std::sync::atomic::AtomicBool::new(false),
+        &tokio_util::sync::CancellationToken::new(),
     );
     let index = Arc::new(index);
 
@@ -154,7 +154,7 @@ async fn bench() -> Result<()> {
             store: CheckpointStore::with_dir(tmp.path().join(format!("cache-{run}")), root.clone()),
         };
         let started = Instant::now();
-        let result = run_task(spec, env, Cancel::new()).await;
+        let result = run_task(spec, env, CancellationToken::new()).await;
         let wall = started.elapsed();
         assert_eq!(result.iterations, ITERATIONS, "{}", result.summary);
         assert_eq!(server.remaining(), 0);
@@ -212,7 +212,7 @@ async fn baselines(root: &Path) -> Result<(Duration, Duration)> {
     }
     let model_rt = started.elapsed() / N;
     let spec = CommandSpec::new("false", root);
-    let cancel = Cancel::new();
+    let cancel = CancellationToken::new();
     let started = Instant::now();
     for _ in 0..N {
         exec::run(&spec, &cancel).await?;

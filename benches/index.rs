@@ -9,8 +9,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use fettle::index::{IndexSettings, IndexStats, WorkspaceIndex};
 
@@ -97,7 +97,7 @@ fn index_once(tree: &Path) -> IndexStats {
         threads: 2,
     };
     let index = WorkspaceIndex::new(settings);
-    index.index_roots(&[tree.to_path_buf()], &|_| {}, &AtomicBool::new(false))
+    index.index_roots(&[tree.to_path_buf()], &|_| {}, &CancellationToken::new())
 }
 
 /// Max RSS (MiB) of a child that does nothing, then of one that indexes.
@@ -133,7 +133,7 @@ fn search_latency(tree: &Path) {
         threads: 2,
     };
     let index = WorkspaceIndex::new(settings);
-    index.index_roots(&[tree.to_path_buf()], &|_| {}, &AtomicBool::new(false));
+    index.index_roots(&[tree.to_path_buf()], &|_| {}, &CancellationToken::new());
     let mut names: Vec<String> = index
         .files()
         .iter()

@@ -7,8 +7,8 @@
 //! redacting a large text. `FETTLE_BENCH_LINES` changes the tree's size.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use fettle::agent::redact::Redactor;
 use fettle::agent::repo_map::{repo_map, Focus};
@@ -71,7 +71,7 @@ fn main() -> Result<()> {
     let stats = index.index_roots(
         std::slice::from_ref(&tree),
         &|_| {},
-        &AtomicBool::new(false),
+        &CancellationToken::new(),
     );
     println!(
         "indexed {} files, {} lines, {} definitions",

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt as _;
 use tokio::process::Command;
 
-use super::cancel::Cancel;
 use super::output::{HeadTail, DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, NO_OUTPUT};
+use tokio_util::sync::CancellationToken;
 
 /// How long to keep reading after the main process exited, for output still
 /// in flight from children; a background child holding the pipe open is
@@ -240,7 +240,10 @@ impl Drop for GroupKiller {
 /// Runs `spec.command` with `sh -c` and waits for it, its timeout, or
 /// `cancel`. Errors only when the command cannot be started (or waited on);
 /// a failing command is an `Ok` outcome.
-pub async fn run(spec: &CommandSpec, cancel: &Cancel) -> std::io::Result<CommandOutcome> {
+pub async fn run(
+    spec: &CommandSpec,
+    cancel: &CancellationToken,
+) -> std::io::Result<CommandOutcome> {
     let start = Instant::now();
     // One pipe for stdout and stderr, like `2>&1`: the kernel keeps the
     // order of writes, which reading two pipes could not.

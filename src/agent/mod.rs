@@ -5,7 +5,6 @@
 //! `agent/` knows nothing about LSP: the editor (or the terminal) is behind
 //! the [`host::Host`] trait.
 
-pub mod cancel;
 pub mod checkpoint;
 pub mod confined;
 pub mod edit;
@@ -22,11 +21,12 @@ pub mod sandbox;
 pub mod search;
 pub mod task;
 pub mod types;
+pub mod undo;
 pub mod verify;
 pub mod workspace_scan;
 
-pub use cancel::Cancel;
 pub use task::{run_task, TaskEnv};
+pub use tokio_util::sync::CancellationToken;
 pub use types::{
     Budget, EditorNote, EventKind, Focus, TaskEvent, TaskResult, TaskSpec, TaskStatus, Tokens,
     DEFAULT_GOAL,

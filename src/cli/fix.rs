@@ -5,16 +5,16 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use clap::Args;
 use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 
-use crate::agent::checkpoint::CheckpointStore;
 use crate::agent::host::{BufferEdit, Host};
 use crate::agent::prepare::{prepare, Notice, Overrides, Prepared};
-use crate::agent::{run_task, Cancel, EventKind, TaskEnv, TaskEvent, TaskStatus, DEFAULT_GOAL};
+use crate::agent::undo::{self, UndoError};
+use crate::agent::{run_task, EventKind, TaskEnv, TaskEvent, TaskStatus, DEFAULT_GOAL};
 use crate::config::ConfigLayers;
 use crate::index::{IndexProgress, IndexSettings, WorkspaceIndex};
 use crate::model::{shorten_for_display, Models};
@@ -126,7 +126,7 @@ pub fn run(args: FixArgs) -> i32 {
         index.index_roots(
             std::slice::from_ref(&root),
             &|_: IndexProgress| {},
-            &AtomicBool::new(false),
+            &CancellationToken::new(),
         );
     }
     let runtime = match super::runtime() {
@@ -143,7 +143,7 @@ pub fn run(args: FixArgs) -> i32 {
         index: Arc::new(index),
         store,
     };
-    let cancel = Cancel::new();
+    let cancel = CancellationToken::new();
     let result = runtime.block_on(async {
         let on_signal = cancel.clone();
         tokio::spawn(async move {
@@ -192,36 +192,19 @@ pub fn run(args: FixArgs) -> i32 {
 }
 
 fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
-    let store = match CheckpointStore::for_workspace(root) {
-        Ok(store) => store,
-        Err(err) => {
-            eprintln!("fettle: cannot read checkpoints: {err}");
-            return 2;
-        }
-    };
-    let checkpoint = match task {
-        Some(id) => store
-            .open(id)
-            .map_err(|err| format!("no checkpoint for task {id}: {err}")),
-        None => store
-            .latest()
-            .map_err(|err| err.to_string())
-            .and_then(|c| c.ok_or_else(|| format!("no task to undo in {}", root.display()))),
-    };
-    let checkpoint = match checkpoint {
-        Ok(c) => c,
+    // No editor: nothing in the undo waits, so no runtime is needed.
+    let undone = futures::executor::block_on(undo::undo(root, task, force, &undo::NoBuffers));
+    let undone = match undone {
+        Ok(undone) => undone,
         Err(err) => {
             eprintln!("fettle: {err}");
-            return 2;
+            return match err {
+                UndoError::Restore(_) => 1,
+                UndoError::Store(_) | UndoError::NotFound(_) => 2,
+            };
         }
     };
-    let report = match checkpoint.restore(force) {
-        Ok(report) => report,
-        Err(err) => {
-            eprintln!("fettle: undo failed: {err}");
-            return 1;
-        }
-    };
+    let report = &undone.report;
     for path in &report.restored {
         eprintln!("restored {}", path.display());
     }
@@ -242,7 +225,7 @@ fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
     }
     if json {
         let out = serde_json::json!({
-            "taskId": checkpoint.task_id(),
+            "taskId": undone.task_id,
             "restored": report.restored.iter().chain(report.removed.iter()).map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "skipped": report.skipped.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
             "removedDirectories": report.removed_dirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),

@@ -4,7 +4,6 @@
 //! and only for subcommands that do not serve LSP.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 mod doctor;
@@ -13,6 +12,7 @@ mod model;
 mod trust;
 
 use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::ConfigLayers;
 use crate::index::{IndexProgress, WorkspaceIndex};
@@ -204,7 +204,7 @@ fn index(path: Option<PathBuf>, query: Option<String>, json: bool) -> i32 {
     let stats = index.index_roots(
         std::slice::from_ref(&root),
         &|_: IndexProgress| {},
-        &AtomicBool::new(false),
+        &CancellationToken::new(),
     );
     let elapsed = started.elapsed();
     let matches = query

@@ -16,10 +16,11 @@ mod tests;
 mod walk;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
+use tokio_util::sync::CancellationToken;
 
 use crate::position::TextPoint;
 use crate::syntax::{Language, SymbolKind};
@@ -157,7 +158,7 @@ impl WorkspaceIndex {
         &self,
         roots: &[PathBuf],
         progress: &(dyn Fn(IndexProgress) + Sync),
-        cancel: &AtomicBool,
+        cancel: &CancellationToken,
     ) -> IndexStats {
         let _walking = self.walking.lock();
         let settings = self.settings();
@@ -186,7 +187,7 @@ impl WorkspaceIndex {
             total
         });
         progress.finish();
-        if !cancel.load(Ordering::Relaxed) {
+        if !cancel.is_cancelled() {
             self.prune(ticket, &filter);
         }
         self.skipped.store(stats.skipped, Ordering::Relaxed);
@@ -200,11 +201,11 @@ impl WorkspaceIndex {
         settings: &IndexSettings,
         ticket: u64,
         progress: &walk::Progress<'_>,
-        cancel: &AtomicBool,
+        cancel: &CancellationToken,
     ) -> IndexStats {
         let mut stats = IndexStats::default();
         let mut batch = Vec::with_capacity(COMMIT_BATCH);
-        while !cancel.load(Ordering::Relaxed) {
+        while !cancel.is_cancelled() {
             let Some(path) = paths.get(next.fetch_add(1, Ordering::Relaxed)) else {
                 break;
             };
@@ -321,7 +322,7 @@ impl WorkspaceIndex {
             ..self.settings()
         };
         let found: Vec<PathBuf> = if filter.accepts(dir, true) {
-            let never = AtomicBool::new(false);
+            let never = CancellationToken::new();
             walk::collect_files(&[dir.to_path_buf()], &settings, &never)
                 .into_iter()
                 .filter(|p| filter.accepts(p, false))

@@ -5,12 +5,13 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::{IncrementalIgnore, WalkBuilder, WalkState};
 use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
 
 use super::{IndexProgress, IndexSettings};
 
@@ -61,14 +62,14 @@ fn builder(root: &Path, settings: &IndexSettings) -> WalkBuilder {
 pub(super) fn collect_files(
     roots: &[PathBuf],
     settings: &IndexSettings,
-    cancel: &AtomicBool,
+    cancel: &CancellationToken,
 ) -> Vec<PathBuf> {
     let found = Mutex::new(Vec::new());
     for root in roots {
         builder(root, settings).build_parallel().run(|| {
             let found = &found;
             Box::new(move |entry| {
-                if cancel.load(Ordering::Relaxed) {
+                if cancel.is_cancelled() {
                     return WalkState::Quit;
                 }
                 if let Ok(entry) = entry {

@@ -10,7 +10,10 @@ use tower_lsp::lsp_types::{
     DidOpenTextDocumentParams, DidSaveTextDocumentParams, Url,
 };
 
+use tokio_util::sync::CancellationToken;
+
 use super::index_queue::IndexUpdate;
+use super::open_document::OpenDocument;
 use super::state::{Snapshot, State};
 use super::workspace::is_in_workspace;
 use crate::document::Document;
@@ -25,26 +28,27 @@ pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let uri = item.uri.clone();
     let document = Document::new_unparsed(item.uri, item.language_id, item.version, &item.text);
     tracing::debug!(%uri, language = ?document.language, version = document.version, "opened");
-    state.documents.insert(uri.clone(), document);
-    state
-        .last_change
-        .insert(uri.clone(), std::time::Instant::now());
-    state.completion.touched(&uri, None);
-    schedule_analysis(state, uri);
+    let mut open = OpenDocument::new(document);
+    state.completion.touched(&open.completion, None);
+    let analysis = open.restart_analysis();
+    // Reopening an open document replaces (and drops) the old record.
+    state.documents.insert(uri.clone(), open);
+    schedule_analysis(state, uri, analysis);
 }
 
 pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
     let uri = params.text_document.uri;
     let version = params.text_document.version;
     let encoding = state.encoding();
-    {
-        let Some(mut document) = state.documents.get_mut(&uri) else {
+    let analysis = {
+        let Some(mut open) = state.documents.get_mut(&uri) else {
             tracing::warn!(%uri, version, "didChange for a document that is not open; ignored");
             return;
         };
         // Text and tree edits only (microseconds); the reparse runs later, once per burst.
         if let Err(err) =
-            document.apply_changes_deferred(version, &params.content_changes, encoding)
+            open.document
+                .apply_changes_deferred(version, &params.content_changes, encoding)
         {
             tracing::warn!(%uri, %err, "didChange ignored");
             return;
@@ -53,16 +57,15 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
         // "recently edited" context.
         if let Some(change) = params.content_changes.last() {
             let start = change.range.map_or(0, |r| {
-                position::offset_of(&document.rope, r.start, encoding)
+                position::offset_of(&open.document.rope, r.start, encoding)
             });
             let edit = start..start + change.text.len();
-            state.completion.touched(&uri, Some(edit));
+            state.completion.touched(&open.completion, Some(edit));
         }
-    }
-    state
-        .last_change
-        .insert(uri.clone(), std::time::Instant::now());
-    schedule_analysis(state, uri);
+        open.changed();
+        open.restart_analysis()
+    };
+    schedule_analysis(state, uri, analysis);
 }
 
 pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
@@ -80,14 +83,12 @@ pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
 
 pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
     let uri = params.text_document.uri;
+    // Dropping the record stops its pending analysis and completion requests.
     if state.documents.remove(&uri).is_none() {
         tracing::warn!(%uri, "didClose for a document that is not open; ignored");
         return;
     }
-    // An analysis still waiting for this document finds its generation gone and stops.
-    state.analysis_generation.remove(&uri);
-    state.completion.forget(&uri);
-    state.last_change.remove(&uri);
+    state.completion.closed(&uri);
     if let Ok(path) = uri.to_file_path() {
         if is_in_workspace(state, &path) {
             // The unsaved buffer is gone: the index goes back to the file on disk.
@@ -101,14 +102,16 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
 }
 
 /// Debounced work after a change: syntax diagnostics and the index entry for
-/// the buffer. A newer change cancels the pending run (generation check).
-fn schedule_analysis(state: &Arc<State>, uri: Url) {
-    let generation = state.next_generation(&uri);
+/// the buffer. A newer change, or closing the document, cancels `cancel`.
+fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken) {
     let state = state.clone();
     tokio::spawn(async move {
         let config = state.config();
-        tokio::time::sleep(Duration::from_millis(config.diagnostics.debounce_ms)).await;
-        if state.generation(&uri) != generation {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(config.diagnostics.debounce_ms)) => {}
+            () = cancel.cancelled() => return,
+        }
+        if cancel.is_cancelled() {
             return;
         }
         let Some(snapshot) = state.parsed_snapshot(&uri).await else {
@@ -151,11 +154,13 @@ fn schedule_analysis(state: &Arc<State>, uri: Url) {
             }
         };
         // A change that arrived meanwhile will publish its own, newer result.
-        if state.generation(&uri) != generation {
+        if cancel.is_cancelled() {
             return;
         }
-        state.completion.set_diagnostics(
-            &uri,
+        let Some(completion) = state.documents.get(&uri).map(|d| d.completion.clone()) else {
+            return;
+        };
+        completion.set_diagnostics(
             diagnostics
                 .iter()
                 .map(|d| (d.range.start.line as usize, d.message.clone()))

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use tower::Service;
 use tower_lsp::jsonrpc::{Error, ErrorCode, Request, Response};
 use tower_lsp::ExitedError;
@@ -20,7 +20,8 @@ use tower_lsp::ExitedError;
 #[derive(Default)]
 pub struct Lifecycle {
     shutdown_requested: AtomicBool,
-    exited: Notify,
+    /// Cancelled when the client sends `exit`.
+    exited: CancellationToken,
 }
 
 impl Lifecycle {
@@ -30,7 +31,7 @@ impl Lifecycle {
 
     /// Resolves once the client has sent `exit`.
     pub async fn exited(&self) {
-        self.exited.notified().await
+        self.exited.cancelled().await
     }
 
     /// The spec's exit code: 0 if `shutdown` came before the end, 1 otherwise.
@@ -93,8 +94,8 @@ where
                 Err(payload) => Ok(panic_response(id, &method, payload)),
             };
             if method == "exit" {
-                // `notify_one` stores a permit, so the waiter cannot miss it.
-                lifecycle.exited.notify_one();
+                // Stays cancelled, so a later waiter cannot miss it.
+                lifecycle.exited.cancel();
             }
             if method == "initialize" {
                 return result.map(|r| r.map(with_extra_capabilities));

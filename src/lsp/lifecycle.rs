@@ -1,6 +1,5 @@
 //! `initialize`, `initialized` and `shutdown`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -60,7 +59,7 @@ pub async fn initialized(state: &Arc<State>, _: InitializedParams) {
 
 pub async fn shutdown(state: &Arc<State>) -> Result<()> {
     tracing::info!("shutdown requested");
-    state.index_cancel.lock().store(true, Ordering::SeqCst);
+    state.index_cancel.lock().cancel();
     super::agent::cancel_running(state);
     Ok(())
 }

@@ -9,6 +9,7 @@ mod index_queue;
 mod inline_completion;
 mod lifecycle;
 mod model_status;
+mod open_document;
 mod params;
 mod progress;
 mod reload;

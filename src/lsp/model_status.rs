@@ -1,17 +1,14 @@
 //! Telling the user how the models are doing: one `window/showMessage` when
 //! a model starts failing (rate-limited in `model::health`: not one per
 //! keystroke), one when it answers again, and the state of each model in
-//! `fettle/stats`. Also the completion's deadline around a model request.
+//! `fettle/stats`.
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use tokio::sync::broadcast::error::RecvError;
 use tower_lsp::lsp_types::MessageType;
 
 use super::state::State;
-use crate::config::{Config, Provider};
 use crate::model::health::{self, HealthEvent};
-use crate::model::{Model, ModelError};
 
 /// Forwards model failures and recoveries to the client as messages, for
 /// the life of the server. Called once, when the client is ready for them.
@@ -72,27 +69,6 @@ fn message(state: &State, event: &HealthEvent) -> (MessageType, String) {
             MessageType::INFO,
             format!("fettle: model \"{model}\" works again."),
         ),
-    }
-}
-
-/// The completion model, its requests bounded by `completion.deadline_ms`
-/// (0: only the model's own limits). Not the embedded model: it has no
-/// retries or servers to wait for, its first request loads the weights,
-/// and an invoked request's samples queue on its one engine.
-pub fn for_completion(model: Model, config: &Config) -> Model {
-    let deadline = config.completion.deadline_ms;
-    if deadline == 0 || model.config().provider == Provider::Local {
-        return model;
-    }
-    model.with_deadline(Some(Duration::from_millis(deadline)))
-}
-
-/// Logs a failed completion request: a paused model is expected (the
-/// pause was logged, and announced, when it began), anything else is not.
-pub fn log_failure(err: &ModelError) {
-    match err {
-        ModelError::Paused { .. } => tracing::debug!(error = %err, "completion skipped"),
-        _ => tracing::warn!(error = %err, "completion request failed"),
     }
 }
 

@@ -5,17 +5,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use dashmap::DashMap;
 use parking_lot::{Mutex, RwLock};
 use ropey::Rope;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tower_lsp::lsp_types::{ClientCapabilities, Url};
 use tower_lsp::Client;
 use tree_sitter::Tree;
 
 use super::index_queue::IndexQueue;
+use super::open_document::OpenDocument;
+use crate::completion::{Buffer, DocumentState, Engine, OpenBuffers};
 use crate::config::{Config, ConfigLayers, Source};
-use crate::document::Document;
 use crate::index::{IndexSettings, WorkspaceIndex};
 use crate::model::Models;
 use crate::position::PositionEncoding;
@@ -23,7 +27,8 @@ use crate::syntax::Language;
 
 pub struct State {
     pub client: Client,
-    pub documents: DashMap<Url, Document>,
+    /// Every open document, with all that is kept about it.
+    pub documents: DashMap<Url, OpenDocument>,
     encoding: OnceLock<PositionEncoding>,
     capabilities: OnceLock<ClientCapabilities>,
     pub roots: RwLock<Vec<PathBuf>>,
@@ -42,20 +47,15 @@ pub struct State {
     pub trust_notices: Mutex<BTreeSet<(PathBuf, String)>>,
     index: RwLock<Arc<WorkspaceIndex>>,
     /// Set on shutdown, and when a new indexing run replaces an old one.
-    pub index_cancel: Mutex<Arc<AtomicBool>>,
-    /// Per-document counter: a debounced job only runs if no change came after it was scheduled.
-    pub analysis_generation: DashMap<Url, u64>,
+    pub index_cancel: Mutex<CancellationToken>,
     progress_tokens: AtomicU64,
     initialized: AtomicBool,
     /// Index writes from handlers, applied in arrival order.
     pub index_updates: IndexQueue,
-    /// Inline completion's cache, statistics and request bookkeeping.
-    pub completion: super::inline_completion::CompletionState,
+    /// Inline completion (its per-document part is in each `OpenDocument`).
+    pub completion: Arc<Engine>,
     /// The running agent task.
     pub agent: super::agent::AgentState,
-    /// When each open document last changed (the agent waits for a pause in
-    /// typing before editing a buffer: some clients debounce `didChange`).
-    pub last_change: DashMap<Url, std::time::Instant>,
     /// Reloading the configuration files when they change.
     pub config_watch: super::reload::ConfigWatch,
 }
@@ -72,6 +72,20 @@ pub struct Snapshot {
     pub tree: Option<Tree>,
     pub revision: u64,
     pub needs_reparse: bool,
+}
+
+impl Snapshot {
+    fn of(doc: &crate::document::Document) -> Self {
+        Self {
+            uri: doc.uri.clone(),
+            version: doc.version,
+            language: doc.language,
+            rope: doc.rope.clone(),
+            tree: doc.tree.clone(),
+            revision: doc.revision(),
+            needs_reparse: doc.needs_reparse(),
+        }
+    }
 }
 
 impl State {
@@ -92,14 +106,12 @@ impl State {
             model_notice: Mutex::new(String::new()),
             trust_notices: Mutex::new(BTreeSet::new()),
             config: RwLock::new(Arc::new(config)),
-            index_cancel: Mutex::new(Arc::new(AtomicBool::new(false))),
-            analysis_generation: DashMap::new(),
+            index_cancel: Mutex::new(CancellationToken::new()),
             progress_tokens: AtomicU64::new(0),
             initialized: AtomicBool::new(false),
             index_updates,
             completion: Default::default(),
             agent: Default::default(),
-            last_change: DashMap::new(),
             config_watch: Default::default(),
         }
     }
@@ -147,16 +159,7 @@ impl State {
     }
 
     pub fn snapshot(&self, uri: &Url) -> Option<Snapshot> {
-        let doc = self.documents.get(uri)?;
-        Some(Snapshot {
-            uri: doc.uri.clone(),
-            version: doc.version,
-            language: doc.language,
-            rope: doc.rope.clone(),
-            tree: doc.tree.clone(),
-            revision: doc.revision(),
-            needs_reparse: doc.needs_reparse(),
-        })
+        Some(Snapshot::of(&self.documents.get(uri)?.document))
     }
 
     /// A snapshot whose tree matches its text: reparses on the blocking pool
@@ -178,23 +181,39 @@ impl State {
         })
         .await
         .ok()?;
-        if let Some(mut doc) = self.documents.get_mut(uri) {
-            doc.install_tree(snapshot.revision, parsed.clone());
+        if let Some(mut open) = self.documents.get_mut(uri) {
+            open.document
+                .install_tree(snapshot.revision, parsed.clone());
         }
         snapshot.tree = parsed;
         snapshot.needs_reparse = false;
         Some(snapshot)
     }
 
-    /// Bumps and returns the document's analysis generation.
-    pub fn next_generation(&self, uri: &Url) -> u64 {
-        let mut entry = self.analysis_generation.entry(uri.clone()).or_insert(0);
-        *entry += 1;
-        *entry
+    /// A snapshot, a receiver of the document's later changes (taken
+    /// together: nothing can change between them), and completion's state
+    /// for the document.
+    pub fn watched_snapshot(
+        &self,
+        uri: &Url,
+    ) -> Option<(Snapshot, watch::Receiver<u64>, Arc<DocumentState>)> {
+        let open = self.documents.get(uri)?;
+        Some((
+            Snapshot::of(&open.document),
+            open.watch_revision(),
+            open.completion.clone(),
+        ))
     }
 
-    pub fn generation(&self, uri: &Url) -> u64 {
-        self.analysis_generation.get(uri).map(|g| *g).unwrap_or(0)
+    /// When the document last changed.
+    pub fn last_change(&self, uri: &Url) -> Option<Instant> {
+        Some(self.documents.get(uri)?.last_change)
+    }
+
+    /// The document's text (a copy: for the agent, not the keystroke path).
+    pub fn text(&self, uri: &Url) -> Option<String> {
+        let rope = self.documents.get(uri)?.document.rope.clone();
+        Some(rope.to_string())
     }
 
     pub fn mark_initialized(&self) {
@@ -211,5 +230,19 @@ impl State {
             "fettle/{}",
             self.progress_tokens.fetch_add(1, Ordering::Relaxed)
         )
+    }
+}
+
+impl OpenBuffers for State {
+    fn open_buffers(&self) -> Vec<Buffer> {
+        self.documents
+            .iter()
+            .map(|open| Buffer {
+                uri: open.document.uri.clone(),
+                language: open.document.language,
+                rope: open.document.rope.clone(),
+                state: open.completion.clone(),
+            })
+            .collect()
     }
 }

@@ -2,10 +2,10 @@
 //! from watched-file events.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokio_util::sync::CancellationToken;
 use tower_lsp::lsp_types::{
     DidChangeWatchedFilesParams, DidChangeWorkspaceFoldersParams, FileChangeType, InitializeParams,
     ProgressToken,
@@ -44,9 +44,9 @@ pub fn is_in_workspace(state: &State, path: &Path) -> bool {
 
 /// (Re)builds the index in the background, replacing any run in progress.
 pub fn start_indexing(state: Arc<State>, client_token: Option<ProgressToken>) {
-    let cancel = Arc::new(AtomicBool::new(false));
+    let cancel = CancellationToken::new();
     let previous = std::mem::replace(&mut *state.index_cancel.lock(), cancel.clone());
-    previous.store(true, Ordering::SeqCst);
+    previous.cancel();
 
     let config = state.config();
     let index = state.replace_index(WorkspaceIndex::new(IndexSettings::from_config(
@@ -96,12 +96,12 @@ pub fn start_indexing(state: Arc<State>, client_token: Option<ProgressToken>) {
                 return;
             }
         };
-        if cancel.load(Ordering::SeqCst) {
+        if cancel.is_cancelled() {
             progress.end("indexing cancelled".to_owned()).await;
             return;
         }
         // Buffers opened while the walk ran must win over the files on disk.
-        let open: Vec<_> = state.documents.iter().map(|d| d.uri.clone()).collect();
+        let open: Vec<_> = state.documents.iter().map(|d| d.key().clone()).collect();
         for uri in open {
             super::documents::reindex_buffer(&state, &uri);
         }

@@ -7,9 +7,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use fettle::agent::cancel::Cancel;
 use fettle::agent::exec::{run, scrubbed_env, CommandOutcome, CommandSpec};
 use fettle::agent::output::NO_OUTPUT;
+use tokio_util::sync::CancellationToken;
 
 /// Every test is bounded so a broken kill hangs nothing: it fails.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
@@ -19,7 +19,7 @@ fn spec(command: &str, cwd: &Path) -> CommandSpec {
 }
 
 async fn run_ok(spec: &CommandSpec) -> CommandOutcome {
-    tokio::time::timeout(TEST_LIMIT, run(spec, &Cancel::new()))
+    tokio::time::timeout(TEST_LIMIT, run(spec, &CancellationToken::new()))
         .await
         .expect("run did not return")
         .expect("run failed to start")
@@ -146,7 +146,7 @@ async fn cancellation_kills_the_group() {
         "echo started; sleep 1000 & echo $! > bg.pid; sleep 1000; wait",
         dir.path(),
     );
-    let cancel = Cancel::new();
+    let cancel = CancellationToken::new();
     let task = {
         let cancel = cancel.clone();
         tokio::spawn(async move { run(&s, &cancel).await })
@@ -168,7 +168,7 @@ async fn cancellation_kills_the_group() {
 async fn dropping_the_future_kills_the_group() {
     let dir = tempfile::tempdir().unwrap();
     let s = spec("sleep 1000 & echo $! > bg.pid; sleep 1000", dir.path());
-    let cancel = Cancel::new();
+    let cancel = CancellationToken::new();
     let pid_file = dir.path().join("bg.pid");
     let bg = tokio::select! {
         _ = run(&s, &cancel) => panic!("the command ended by itself"),
@@ -249,7 +249,11 @@ async fn runs_in_the_given_cwd() {
 #[tokio::test]
 async fn missing_cwd_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let result = run(&spec("true", &dir.path().join("nope")), &Cancel::new()).await;
+    let result = run(
+        &spec("true", &dir.path().join("nope")),
+        &CancellationToken::new(),
+    )
+    .await;
     assert!(result.is_err());
 }
 

@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use tokio_util::sync::CancellationToken;
 
 use fettle::agent::repo_map::{rank_files, repo_map, Focus};
 use fettle::index::{IndexSettings, WorkspaceIndex};
@@ -37,7 +37,7 @@ fn project() -> (TempDir, WorkspaceIndex) {
     let stats = index.index_roots(
         &[dir.path().to_path_buf()],
         &|_| {},
-        &AtomicBool::new(false),
+        &CancellationToken::new(),
     );
     assert_eq!(stats.files, 9);
     (dir, index)

@@ -27,12 +27,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use agent_common::{fettle_command, Mock};
-use fettle::agent::cancel::Cancel;
 use fettle::agent::exec::{run, CommandOutcome, CommandSpec};
 use fettle::agent::sandbox::{self, SandboxPolicy};
 use fettle::config::AgentConfig;
 use fettle::mock::Script;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_fettle");
 
@@ -141,10 +141,13 @@ async fn run_in(fx: &Fixture, command: &str) -> CommandOutcome {
         // The code path before the runner: a plain `sh -c` in its group.
         spec.sandbox = None;
     }
-    tokio::time::timeout(Duration::from_secs(180), run(&spec, &Cancel::new()))
-        .await
-        .expect("run did not return")
-        .expect("run did not start")
+    tokio::time::timeout(
+        Duration::from_secs(180),
+        run(&spec, &CancellationToken::new()),
+    )
+    .await
+    .expect("run did not return")
+    .expect("run did not start")
 }
 
 /// The listeners and the outside process the attacks aim at.
@@ -779,7 +782,7 @@ async fn timeout_cancel_and_drop_kill_escaped_processes_too() {
             );
             spec.sandbox = Some(fx.policy.clone());
             let needle = format!("sleep\0{mark}");
-            let cancel = Cancel::new();
+            let cancel = CancellationToken::new();
             match how {
                 "timeout" => {
                     spec.timeout = Duration::from_secs(1);

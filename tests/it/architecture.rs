@@ -189,3 +189,47 @@ fn dependencies_point_down() {
         found.join("\n")
     );
 }
+
+/// One record per open document (`lsp::open_document::OpenDocument`): no
+/// parallel maps keyed by the document's URL that opening and closing
+/// would each have to remember.
+#[test]
+fn one_map_of_open_documents() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let found = offending(&files, &["DashMap<Url", "HashMap<Url", "BTreeMap<Url"]);
+    let others: Vec<&String> = found
+        .iter()
+        .filter(|f| {
+            !(f.starts_with("src/lsp/state.rs:")
+                && f.ends_with("pub documents: DashMap<Url, OpenDocument>,"))
+        })
+        .collect();
+    assert!(
+        others.is_empty() && found.len() == 1,
+        "keep per-document state in OpenDocument, not in a map of its own:\n{found:#?}"
+    );
+}
+
+/// One cancellation idiom: `tokio_util`'s `CancellationToken`. No
+/// hand-rolled flags (`AtomicBool`s passed around as "cancel"), no
+/// `Notify`-based tickets, no sleep loops polling for a change.
+#[test]
+fn one_cancellation_idiom() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let found = offending(&files, &["Arc<AtomicBool>", "&AtomicBool", "Notify"]);
+    assert!(
+        found.is_empty(),
+        "cancel with tokio_util::sync::CancellationToken:\n{}",
+        found.join("\n")
+    );
+    // The agent's host waits for its buffer edits to land on the
+    // document's revision channel; its one sleep is the typing pause.
+    let host = std::fs::read_to_string(src().join("lsp/agent/host.rs")).unwrap();
+    assert_eq!(
+        host.matches("sleep(").count(),
+        1,
+        "wait for a document change with its revision's watch channel, not a sleep loop"
+    );
+}

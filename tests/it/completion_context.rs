@@ -5,8 +5,8 @@
 use std::fs;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use fettle::completion::context::{
     build, relative_label, repo_name, Context, ContextInput, OpenFile, TEMPLATE_RESERVE_TOKENS,
@@ -119,7 +119,7 @@ fn workspace(files: &[(&str, &str)]) -> Workspace {
     index.index_roots(
         std::slice::from_ref(&root),
         &|_| {},
-        &AtomicBool::new(false),
+        &CancellationToken::new(),
     );
     Workspace {
         _dir: dir,

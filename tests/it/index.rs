@@ -8,7 +8,9 @@ use crate::index_common;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio_util::sync::CancellationToken;
 
 use fettle::index::{IndexProgress, IndexSettings, WorkspaceIndex};
 use fettle::syntax::Language;
@@ -188,7 +190,7 @@ fn update_text_indexes_buffers_and_survives_the_walk() {
     index.index_roots(
         &[dir.path().to_path_buf()],
         &|_| {},
-        &AtomicBool::new(false),
+        &CancellationToken::new(),
     );
     assert_eq!(index.definitions("unsaved_edit").len(), 1);
     // ...but an explicit re-read (save/close) does.
@@ -223,7 +225,7 @@ fn rewalk_drops_vanished_files_and_follows_gitignore_changes() {
     let stats = index.index_roots(
         &[dir.path().to_path_buf()],
         &|_| {},
-        &AtomicBool::new(false),
+        &CancellationToken::new(),
     );
     assert_eq!(stats.files, 4);
     assert!(index.definitions("Router").is_empty());
@@ -243,7 +245,7 @@ fn exclude_globs_and_nested_roots() {
         ..settings()
     });
     let roots = [dir.path().to_path_buf(), dir.path().join("src")];
-    index.index_roots(&roots, &|_| {}, &AtomicBool::new(false));
+    index.index_roots(&roots, &|_| {}, &CancellationToken::new());
     let files = rel_files(&index, dir.path());
     // vendor/ is no longer excluded; the nested root does not index twice.
     let expected: BTreeSet<String> = [
@@ -272,13 +274,13 @@ fn cancel_stops_the_walk() {
         );
     }
     let index = WorkspaceIndex::new(settings());
-    let cancel = AtomicBool::new(false);
+    let cancel = CancellationToken::new();
     let reports = AtomicUsize::new(0);
     let progress = |p: IndexProgress| {
         reports.fetch_add(1, Ordering::Relaxed);
         assert_eq!(p.total, Some(400));
         if p.done >= 50 {
-            cancel.store(true, Ordering::Relaxed);
+            cancel.cancel();
         }
     };
     let stats = index.index_roots(&[dir.path().to_path_buf()], &progress, &cancel);
@@ -300,7 +302,7 @@ fn progress_reports_reach_the_total() {
     index.index_roots(
         &[dir.path().to_path_buf()],
         &|p| *last.lock() = Some((p.done, p.total)),
-        &AtomicBool::new(false),
+        &CancellationToken::new(),
     );
     assert_eq!(*last.lock(), Some((9, Some(9))));
 }

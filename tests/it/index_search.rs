@@ -8,6 +8,8 @@ use crate::index_common;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use tokio_util::sync::CancellationToken;
+
 use fettle::index::WorkspaceIndex;
 use fettle::syntax::{Language, SymbolKind};
 use index_common::*;
@@ -115,7 +117,7 @@ fn fuzzy_search_ranking() {
     index.index_roots(
         &[dir.path().to_path_buf()],
         &|_| {},
-        &AtomicBool::new(false),
+        &CancellationToken::new(),
     );
 
     let table: &[(&str, &[&str])] = &[

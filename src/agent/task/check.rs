@@ -115,7 +115,7 @@ pub async fn verify(
     settings: &CheckSettings<'_>,
     files: &[PathBuf],
     read: &(dyn Fn(&Path) -> Option<String> + Sync),
-    cancel: &crate::agent::cancel::Cancel,
+    cancel: &tokio_util::sync::CancellationToken,
 ) -> std::io::Result<Verification> {
     let syntax = syntax_problems(settings.root, files, read);
     let mut score = Score {

@@ -20,7 +20,6 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::cancel::Cancel;
 use super::checkpoint::CheckpointStore;
 use super::confined::Confined;
 use super::host::Host;
@@ -30,6 +29,7 @@ use super::redact::Redactor;
 use super::types::{EventKind, TaskEvent, TaskResult, TaskSpec, Tokens};
 use crate::index::WorkspaceIndex;
 use crate::model::{Message, Model};
+use tokio_util::sync::CancellationToken;
 
 use check::{CheckSettings, Verification};
 use explain::{Attempt, StopCause};
@@ -50,7 +50,7 @@ pub struct TaskEnv {
 /// Runs the task to its end and returns its result; never panics on bad
 /// input, a failing model or a hanging test (those end the task with a
 /// status and an explanation).
-pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: Cancel) -> TaskResult {
+pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -> TaskResult {
     let started = Instant::now();
     let paths = match WorkspacePaths::new(&spec.root) {
         Ok(paths) => paths,
@@ -120,7 +120,7 @@ pub(crate) struct Task {
     index: Arc<WorkspaceIndex>,
     files: Files,
     redactor: Redactor,
-    cancel: Cancel,
+    cancel: CancellationToken,
     started: Instant,
     messages: Vec<Message>,
     iterations: u32,

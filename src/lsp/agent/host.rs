@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tower_lsp::lsp_types::notification::Notification;
 use tower_lsp::lsp_types::{
     DocumentChanges, MessageActionItem, MessageType, OneOf,
@@ -93,9 +93,7 @@ impl Host for LspHost {
     }
 
     fn buffer(&self, path: &Path) -> Option<String> {
-        let uri = Url::from_file_path(path).ok()?;
-        let doc = self.state.documents.get(&uri)?;
-        Some(doc.rope.to_string())
+        self.state.text(&Url::from_file_path(path).ok()?)
     }
 
     fn edit_buffer<'a>(
@@ -111,7 +109,7 @@ impl Host for LspHost {
         Box::pin(async move {
             let uris: Vec<Url> = if paths.is_empty() {
                 self.state
-                    .last_change
+                    .documents
                     .iter()
                     .map(|e| e.key().clone())
                     .collect()
@@ -291,10 +289,11 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
     };
     wait_for_typing_pause(state, &uri).await;
     let encoding = state.encoding();
-    let (version, edit) = {
-        let Some(doc) = state.documents.get(&uri) else {
+    let (version, edit, mut revision) = {
+        let Some(open) = state.documents.get(&uri) else {
             return BufferEdit::NotOpen;
         };
+        let doc = &open.document;
         if doc.rope != old {
             return BufferEdit::Changed;
         }
@@ -306,6 +305,8 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
                 range,
                 new_text: new[start..new_end].to_owned(),
             },
+            // Subscribed before the edit is sent: its didChange cannot be missed.
+            open.watch_revision(),
         )
     };
     let workspace_edit = WorkspaceEdit {
@@ -324,11 +325,14 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
             // is in. Some editors answer `applied` yet drop an edit whose
             // version is stale (Neovim does), so "applied" counts only once
             // the buffer really holds `new`.
-            for _ in 0..100 {
+            let deadline = tokio::time::Instant::now() + APPLIED_WAIT;
+            let mut last_look = false;
+            loop {
+                revision.borrow_and_update();
                 match state
                     .documents
                     .get(&uri)
-                    .map(|d| (d.rope == new, d.rope == old))
+                    .map(|d| (d.document.rope == new, d.document.rope == old))
                 {
                     Some((true, _)) => return BufferEdit::Applied,
                     None => return BufferEdit::NotOpen,
@@ -350,7 +354,10 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
                     }
                     Some((false, true)) => {}
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                if last_look {
+                    break;
+                }
+                last_look = !next_change(&mut revision, deadline).await;
             }
             BufferEdit::Failed(
                 "the editor reported the edit as applied, but the buffer did not change".to_owned(),
@@ -359,14 +366,19 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
         Ok(response) => {
             // A refusal usually means the user typed: their didChange may
             // still be on its way, so give it a moment before deciding.
-            let mut still_old = true;
-            for _ in 0..25 {
-                still_old = state.documents.get(&uri).is_some_and(|d| d.rope == old);
-                if !still_old {
-                    break;
+            let deadline = tokio::time::Instant::now() + REFUSED_WAIT;
+            let mut last_look = false;
+            let still_old = loop {
+                revision.borrow_and_update();
+                let still_old = state
+                    .documents
+                    .get(&uri)
+                    .is_some_and(|d| d.document.rope == old);
+                if !still_old || last_look {
+                    break still_old;
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+                last_look = !next_change(&mut revision, deadline).await;
+            };
             if still_old {
                 BufferEdit::Failed(
                     response
@@ -390,10 +402,25 @@ const TYPING_PAUSE: Duration = Duration::from_millis(400);
 /// versioned edit and the after-check still guard the buffer).
 const MAX_PAUSE_WAIT: Duration = Duration::from_secs(5);
 
+/// How long the agent waits for the didChange of an edit the editor applied.
+const APPLIED_WAIT: Duration = Duration::from_secs(2);
+/// How long it waits, after the editor refused an edit, for the user's
+/// change that probably made it refuse.
+const REFUSED_WAIT: Duration = Duration::from_millis(500);
+
+/// Waits for the document's next change until `deadline`; false when the
+/// deadline passed or the document closed (the caller looks once more).
+async fn next_change(revision: &mut watch::Receiver<u64>, deadline: tokio::time::Instant) -> bool {
+    matches!(
+        tokio::time::timeout_at(deadline, revision.changed()).await,
+        Ok(Ok(()))
+    )
+}
+
 async fn wait_for_typing_pause(state: &State, uri: &Url) {
     let started = std::time::Instant::now();
     loop {
-        let since = state.last_change.get(uri).map(|t| t.elapsed());
+        let since = state.last_change(uri).map(|t| t.elapsed());
         match since {
             Some(since) if since < TYPING_PAUSE && started.elapsed() < MAX_PAUSE_WAIT => {
                 tokio::time::sleep(TYPING_PAUSE - since).await;
@@ -404,7 +431,7 @@ async fn wait_for_typing_pause(state: &State, uri: &Url) {
 }
 
 fn buffer_text(state: &State, uri: &Url) -> Option<String> {
-    state.documents.get(uri).map(|d| d.rope.to_string())
+    state.text(uri)
 }
 
 /// The smallest single replacement turning `old` into `new`: `old[start..old_end]`

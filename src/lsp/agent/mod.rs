@@ -21,7 +21,7 @@ use tower_lsp::lsp_types::{MessageType, ProgressToken, Range, Url};
 use super::progress::Progress;
 use super::state::State;
 use crate::agent::prepare::{Notice, Overrides, Prepared};
-use crate::agent::{run_task, Cancel, Focus, TaskEnv, TaskResult, TaskStatus};
+use crate::agent::{run_task, CancellationToken, Focus, TaskEnv, TaskResult, TaskStatus};
 
 pub const CHAT: &str = "fettle.chat";
 pub const FIX_DIAGNOSTICS: &str = "fettle.fixDiagnostics";
@@ -33,7 +33,7 @@ pub const COMMANDS: [&str; 4] = [CHAT, FIX_DIAGNOSTICS, CANCEL, UNDO];
 /// undo each other).
 #[derive(Default)]
 pub struct AgentState {
-    running: Mutex<Option<(String, Cancel)>>,
+    running: Mutex<Option<(String, CancellationToken)>>,
     /// The running task's progress token (its cancel button cancels it).
     progress: Mutex<Option<ProgressToken>>,
     counter: AtomicU64,
@@ -139,22 +139,6 @@ fn internal(err: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Cancels the task when the request's handler is dropped (the client
-/// cancelled the request) — the task itself then stops at a safe point.
-struct CancelOnDrop(Option<Cancel>);
-impl CancelOnDrop {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(cancel) = &self.0 {
-            cancel.cancel();
-        }
-    }
-}
-
 async fn run(
     state: &Arc<State>,
     goal: String,
@@ -195,7 +179,7 @@ async fn run(
             ))
         }
     };
-    let cancel = Cancel::new();
+    let cancel = CancellationToken::new();
     {
         let mut running = state.agent.running.lock();
         if let Some((other, _)) = running.as_ref() {
@@ -240,7 +224,9 @@ async fn run(
         index: state.index(),
         store,
     };
-    let guard = CancelOnDrop(Some(cancel.clone()));
+    // Cancels the task when this handler is dropped (the client cancelled
+    // the request): the task itself then stops at a safe point.
+    let guard = cancel.clone().drop_guard();
     let task = tokio::spawn(run_task(spec, env, cancel));
     let result = task.await;
     guard.disarm();

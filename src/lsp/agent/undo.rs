@@ -13,8 +13,10 @@ use tower_lsp::lsp_types::{MessageType, Url};
 
 use super::super::state::State;
 use super::{arg, host, internal, CANCEL, UNDO};
-use crate::agent::checkpoint::{Checkpoint, CheckpointStore};
-use crate::agent::host::BufferEdit;
+use futures::future::BoxFuture;
+
+use crate::agent::host::{BufferEdit, SaveOutcome};
+use crate::agent::undo::{undo as agent_undo, Buffers, UndoError, Undone};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -39,27 +41,25 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
             )));
         }
     }
-    let store = CheckpointStore::for_workspace(&root).map_err(internal)?;
-    let checkpoint = match &args.task_id {
-        Some(id) => store.open(id).map_err(|err| {
-            Error::invalid_params(format!("{UNDO}: no checkpoint for task {id}: {err}"))
-        })?,
-        None => store.latest().map_err(internal)?.ok_or_else(|| {
-            Error::invalid_params(format!("{UNDO}: no task to undo in {}", root.display()))
-        })?,
-    };
+    let editor = EditorBuffers(state.clone());
+    let undone = agent_undo(&root, args.task_id.as_deref(), args.force, &editor)
+        .await
+        .map_err(|err| match err {
+            UndoError::NotFound(why) => Error::invalid_params(format!("{UNDO}: {why}")),
+            other => internal(other),
+        })?;
+    let Undone {
+        task_id,
+        report,
+        buffers: restored_buffers,
+        notes,
+    } = undone;
     let rel = |p: &Path| {
         p.strip_prefix(&root)
             .unwrap_or(p)
             .to_string_lossy()
             .into_owned()
     };
-    // Open buffers first, through the editor (so its own undo works too),
-    // saved by the editor when it can; then the disk.
-    let (restored_buffers, notes) = restore_buffers(state, &checkpoint, args.force, &rel).await;
-    let report = checkpoint
-        .restore_with(args.force, &|p| buffer_text(state, p))
-        .map_err(internal)?;
     let uri = |p: &PathBuf| {
         Url::from_file_path(p)
             .map(|u| u.to_string())
@@ -95,7 +95,7 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
     }
     let mut message = format!(
         "fettle: undo of task {}: {}",
-        checkpoint.task_id(),
+        task_id,
         if done.is_empty() {
             "nothing restored".to_owned()
         } else {
@@ -134,74 +134,29 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
     };
     state.client.show_message(kind, message).await;
     Ok(Some(json!({
-        "taskId": checkpoint.task_id(),
+        "taskId": task_id,
         "restored": restored,
         "skipped": report.skipped.iter().map(|(p, why)| json!({ "uri": uri(p), "reason": why })).collect::<Vec<_>>(),
         "editorNotes": notes,
     })))
 }
 
-/// Puts every open buffer the task touched back to the file's original
-/// (unless it changed since the task), and lets the editor save it. Returns
-/// the buffers changed and what the user must know.
-async fn restore_buffers(
-    state: &Arc<State>,
-    checkpoint: &Checkpoint,
-    force: bool,
-    rel: &(dyn Fn(&Path) -> String + Sync),
-) -> (Vec<PathBuf>, Vec<String>) {
-    let mut changed = Vec::new();
-    let mut notes = Vec::new();
-    for path in checkpoint.touched() {
-        let Some(current) = buffer_text(state, &path) else {
-            continue;
-        };
-        match checkpoint.judge(&path, Some(&current), force) {
-            // Refused: the disk restore refuses it too and reports why.
-            Ok(Some(_)) | Err(_) => continue,
-            Ok(None) => {}
-        }
-        let original = match checkpoint.original(&path) {
-            Ok(Some(original)) => original,
-            _ => continue,
-        };
-        let Some(bytes) = original.bytes else {
-            notes.push(format!(
-                "{}: the task created this file; it is deleted, but its buffer is still open: close it without saving (Vim: `:bd!`)",
-                rel(&path)
-            ));
-            continue;
-        };
-        let Ok(target) = String::from_utf8(bytes) else {
-            continue;
-        };
-        if target != current {
-            let outcome = host::edit_open_buffer(state, &path, &current, &target).await;
-            tracing::info!(path = %path.display(), ?outcome, "undo: buffer");
-            if outcome != BufferEdit::Applied {
-                notes.push(format!(
-                    "{}: the editor did not take the undo ({outcome:?}); the file on disk is restored, the buffer is not: reload it from disk",
-                    rel(&path)
-                ));
-                continue;
-            }
-            changed.push(path.clone());
-        }
-        if std::fs::read(&path).ok().as_deref() != Some(target.as_bytes()) {
-            let saved = host::save_documents(state, std::slice::from_ref(&path)).await;
-            let on_disk = std::fs::read(&path).ok();
-            if !saved.saved.contains(&path) || on_disk.as_deref() != Some(target.as_bytes()) {
-                notes.push(format!(
-                    "{}: the editor did not save the restored buffer, so Fettle wrote the file itself; the buffer holds the same text but is still marked modified. Save it (Vim: `:w!`) or reload it (Vim: `:e!`); nothing is lost either way",
-                    rel(&path)
-                ));
-            }
-        }
-    }
-    (changed, notes)
-}
+/// The editor's buffers, for undo.
+struct EditorBuffers(Arc<State>);
 
-fn buffer_text(state: &State, path: &Path) -> Option<String> {
-    let uri = Url::from_file_path(path).ok()?;
-    state.documents.get(&uri).map(|d| d.rope.to_string())
+impl Buffers for EditorBuffers {
+    fn text(&self, path: &Path) -> Option<String> {
+        self.0.text(&Url::from_file_path(path).ok()?)
+    }
+    fn replace<'a>(
+        &'a self,
+        path: &'a Path,
+        old: &'a str,
+        new: &'a str,
+    ) -> BoxFuture<'a, BufferEdit> {
+        Box::pin(host::edit_open_buffer(&self.0, path, old, new))
+    }
+    fn save<'a>(&'a self, paths: &'a [PathBuf]) -> BoxFuture<'a, SaveOutcome> {
+        Box::pin(host::save_documents(&self.0, paths))
+    }
 }

@@ -58,6 +58,13 @@ fn workspace() -> Workspace {
     ])
 }
 
+/// The server, initialized for `ws` (UTF-16 positions) with `options`.
+fn session(ws: &Workspace, options: Option<Value>) -> Lsp {
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), options);
+    lsp
+}
+
 /// Sends a `didChange` inserting `text` at `(line, character)`.
 fn insert(lsp: &mut Lsp, uri: &str, version: i32, (line, character): (u32, u32), text: &str) {
     lsp.notify(
@@ -142,12 +149,7 @@ fn completes_at_the_cursor_with_the_prompt_the_template_lays_out() {
 fn typing_through_a_suggestion_is_served_from_the_cache() {
     let mock = Mock::start(vec![ScriptedResponse::text("p.x * p.y;\n")]);
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
-        Lsp::capabilities(&["utf-16"]),
-        Some(mock.options()),
-    );
+    let mut lsp = session(&ws, Some(mock.options()));
     let uri = ws.uri("src/lib.rs");
     lsp.open(&uri, "rust", LIB);
     let first = complete(&mut lsp, &uri, 3, 12);
@@ -203,12 +205,11 @@ fn a_model_that_is_down_gives_an_empty_result_fast() {
         .unwrap()
         .port();
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
     let options = json!({
         "models": { "down": { "provider": "openai", "base_url": format!("http://127.0.0.1:{port}/v1"), "model": "m", "max_retries": 0 } },
         "completion": { "model": "down" },
     });
-    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let mut lsp = session(&ws, Some(options));
     let uri = ws.uri("src/lib.rs");
     lsp.open(&uri, "rust", LIB);
     let started = Instant::now();
@@ -229,12 +230,7 @@ fn a_newer_request_supersedes_and_a_stale_result_is_discarded() {
     };
     let mock = Mock::start(vec![slow]);
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
-        Lsp::capabilities(&["utf-16"]),
-        Some(mock.options()),
-    );
+    let mut lsp = session(&ws, Some(mock.options()));
     let uri = ws.uri("src/lib.rs");
     lsp.open(&uri, "rust", LIB);
 
@@ -262,8 +258,7 @@ fn a_newer_request_supersedes_and_a_stale_result_is_discarded() {
 #[test]
 fn an_unknown_document_is_a_clear_error() {
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    let mut lsp = session(&ws, None);
     let err = lsp
         .request(
             "textDocument/inlineCompletion",
@@ -281,12 +276,7 @@ fn an_unknown_document_is_a_clear_error() {
 fn recently_edited_code_in_another_open_file_reaches_the_prompt() {
     let mock = Mock::start(vec![ScriptedResponse::text("p.x * p.y;\n")]);
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
-        Lsp::capabilities(&["utf-16"]),
-        Some(mock.options()),
-    );
+    let mut lsp = session(&ws, Some(mock.options()));
     let geometry = ws.uri("src/geometry.rs");
     let text = std::fs::read_to_string(ws.path("src/geometry.rs")).unwrap();
     lsp.open(&geometry, "rust", &text);
@@ -362,12 +352,7 @@ fn an_invoked_request_offers_distinct_alternatives() {
         ScriptedResponse::text("p.x * p.y;\n"),
     ]);
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
-        Lsp::capabilities(&["utf-16"]),
-        Some(mock.options()),
-    );
+    let mut lsp = session(&ws, Some(mock.options()));
     let uri = ws.uri("src/lib.rs");
     lsp.open(&uri, "rust", LIB);
     let result = lsp
@@ -454,10 +439,9 @@ fn cancel_request_and_a_hanging_model_are_answered_promptly() {
     };
     let mock = Mock::start(vec![hang]);
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
     let mut options = mock.options();
     options["models"]["mock"]["timeout_ms"] = json!(400);
-    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let mut lsp = session(&ws, Some(options));
     let uri = ws.uri("src/lib.rs");
     lsp.open(&uri, "rust", LIB);
     let params =
@@ -489,12 +473,7 @@ fn a_selected_menu_item_is_extended_over_its_range() {
     let mock = Mock::start(vec![ScriptedResponse::text("(p.x);\n")]);
     let text = "fn area(p: &Point) -> f64 {\n    let w = f64::ab\n    w\n}\n";
     let ws = Workspace::new(&[("src/lib.rs", text)]);
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
-        Lsp::capabilities(&["utf-16"]),
-        Some(mock.options()),
-    );
+    let mut lsp = session(&ws, Some(mock.options()));
     let uri = ws.uri("src/lib.rs");
     lsp.open(&uri, "rust", text);
     // The client's menu has `abs` selected for the typed `ab` (columns 17..19).
@@ -526,12 +505,7 @@ fn a_keystroke_reuses_the_model_request_already_in_flight() {
     };
     let mock = Mock::start(vec![slow]);
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
-        Lsp::capabilities(&["utf-16"]),
-        Some(mock.options()),
-    );
+    let mut lsp = session(&ws, Some(mock.options()));
     let uri = ws.uri("src/lib.rs");
     lsp.open(&uri, "rust", LIB);
     let first = lsp.send_request(
@@ -568,12 +542,7 @@ fn where_the_user_was_working_in_another_file_reaches_the_prompt() {
     let util =
         "pub fn checksum_of_frames(frames: &[u8]) -> u32 {\n    let total = \n    total\n}\n";
     let ws = Workspace::new(&[("src/lib.rs", LIB), ("src/util.rs", util)]);
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
-        Lsp::capabilities(&["utf-16"]),
-        Some(mock.options()),
-    );
+    let mut lsp = session(&ws, Some(mock.options()));
     let util_uri = ws.uri("src/util.rs");
     lsp.open(&util_uri, "rust", util);
     complete(&mut lsp, &util_uri, 1, 16);
@@ -620,12 +589,7 @@ fn secret_files_never_feed_the_completion_prompt_and_it_is_redacted() {
         ),
         (".env", &env_text),
     ]);
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
-        Lsp::capabilities(&["utf-16"]),
-        Some(mock.options()),
-    );
+    let mut lsp = session(&ws, Some(mock.options()));
     // `.env` open and edited (the new value is not on disk), most recently.
     let geometry = ws.uri("src/geometry.rs");
     let text = std::fs::read_to_string(ws.path("src/geometry.rs")).unwrap();
@@ -679,12 +643,7 @@ fn secret_files_never_feed_the_completion_prompt_and_it_is_redacted() {
 fn no_completion_inside_a_secret_file() {
     let mock = Mock::start(vec![ScriptedResponse::text("sk-anything\n")]);
     let ws = Workspace::new(&[(".env", "API_KEY=\n"), ("src/lib.rs", LIB)]);
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
-        Lsp::capabilities(&["utf-16"]),
-        Some(mock.options()),
-    );
+    let mut lsp = session(&ws, Some(mock.options()));
     let env = ws.uri(".env");
     lsp.open(&env, "dotenv", "API_KEY=\n");
     let result = lsp

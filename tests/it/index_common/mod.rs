@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use tokio_util::sync::CancellationToken;
 
 use fettle::index::{IndexSettings, IndexStats, WorkspaceIndex};
 use tempfile::TempDir;
@@ -151,7 +151,7 @@ pub fn workspace() -> TempDir {
 
 pub fn index(root: &Path) -> (WorkspaceIndex, IndexStats) {
     let index = WorkspaceIndex::new(settings());
-    let stats = index.index_roots(&[root.to_path_buf()], &|_| {}, &AtomicBool::new(false));
+    let stats = index.index_roots(&[root.to_path_buf()], &|_| {}, &CancellationToken::new());
     (index, stats)
 }
 

@@ -1,0 +1,128 @@
+//! Completion's part of one open document: who the newest request is, where
+//! the user edited recently, the latest syntax errors, the prompt layout
+//! kept while typing along a line, and the model request still running.
+//! The document store holds one per open document; closing the document
+//! drops it (and [`DocumentState::close`] stops what is running).
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::completion::cache::Key;
+use crate::model::Snippet;
+
+/// Recently edited ranges kept per document.
+const RECENT_EDITS: usize = 8;
+
+#[derive(Default)]
+pub struct DocumentState {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The newest request's token; a newer request cancels it.
+    latest: CancellationToken,
+    /// Byte ranges edited, most recent first (approximate: later edits shift them).
+    edits: VecDeque<Range<usize>>,
+    /// When the document was last touched, on the engine's clock.
+    touched: u64,
+    /// The latest syntax errors, as (line, message).
+    diagnostics: Arc<Vec<(usize, String)>>,
+    /// The prompt layout last chosen, kept while typing on the same line.
+    window: Option<Window>,
+    /// The model request running for an automatic request.
+    inflight: Option<InFlight>,
+}
+
+/// Where the prompt's prefix window started, and the snippets it offered.
+#[derive(Clone)]
+pub(super) struct Window {
+    /// The cursor's line.
+    pub(super) line: usize,
+    /// Byte offset where the prefix window started.
+    pub(super) prefix_start: usize,
+    pub(super) snippets: Vec<Snippet>,
+}
+
+/// A model request that outlives the LSP request that started it, so that
+/// the next keystroke can use its answer instead of asking again.
+#[derive(Clone)]
+pub(super) struct InFlight {
+    pub(super) key: Key,
+    /// Turns true once its answer (if any) is in the cache.
+    pub(super) done: tokio::sync::watch::Receiver<bool>,
+    pub(super) abort: tokio::task::AbortHandle,
+}
+
+impl DocumentState {
+    /// Registers a new request, cancelling the one before it. The returned
+    /// token is cancelled by the next request or when the document closes.
+    pub(super) fn begin(&self) -> CancellationToken {
+        let token = CancellationToken::new();
+        let old = std::mem::replace(&mut self.inner.lock().latest, token.clone());
+        old.cancel();
+        token
+    }
+
+    /// The document closed: the newest request answers at once, and the
+    /// model request it may have left running stops.
+    pub fn close(&self) {
+        let mut inner = self.inner.lock();
+        inner.latest.cancel();
+        if let Some(inflight) = inner.inflight.take() {
+            inflight.abort.abort();
+        }
+    }
+
+    /// Notes a touch at `clock` (the engine's), and an edit at byte range `edit`.
+    pub(super) fn touch(&self, clock: u64, edit: Option<Range<usize>>) {
+        let mut inner = self.inner.lock();
+        inner.touched = clock;
+        let Some(edit) = edit else { return };
+        // Typing extends the last range instead of adding one per key.
+        match inner.edits.front_mut() {
+            Some(last) if edit.start <= last.end + 1 && edit.end + 1 >= last.start => {
+                last.start = last.start.min(edit.start);
+                last.end = last.end.max(edit.end);
+            }
+            _ => {
+                inner.edits.push_front(edit);
+                inner.edits.truncate(RECENT_EDITS);
+            }
+        }
+    }
+
+    /// When the document was last touched, and where it was edited.
+    pub(super) fn recent(&self) -> (u64, Vec<Range<usize>>) {
+        let inner = self.inner.lock();
+        (inner.touched, inner.edits.iter().cloned().collect())
+    }
+
+    /// Records the latest syntax errors, as (line, message).
+    pub fn set_diagnostics(&self, errors: Vec<(usize, String)>) {
+        self.inner.lock().diagnostics = Arc::new(errors);
+    }
+
+    pub(super) fn diagnostics(&self) -> Arc<Vec<(usize, String)>> {
+        self.inner.lock().diagnostics.clone()
+    }
+
+    pub(super) fn window(&self) -> Option<Window> {
+        self.inner.lock().window.clone()
+    }
+
+    pub(super) fn set_window(&self, window: Window) {
+        self.inner.lock().window = Some(window);
+    }
+
+    pub(super) fn inflight(&self) -> Option<InFlight> {
+        self.inner.lock().inflight.clone()
+    }
+
+    pub(super) fn set_inflight(&self, inflight: InFlight) {
+        self.inner.lock().inflight = Some(inflight);
+    }
+}

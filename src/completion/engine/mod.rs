@@ -1,0 +1,457 @@
+//! The completion engine: one inline completion request from a snapshot of
+//! the document to the suggestions, in Fettle's own types (byte offsets
+//! into the snapshot's rope). It owns everything completion remembers: the
+//! typing-through cache, the statistics, and (through [`DocumentState`],
+//! kept in the document store's record of each open document) the newest
+//! request, recent edits, syntax errors, prompt layout and the model
+//! request still running, per document.
+//!
+//! A request: note the touch, wait for typing to pause (automatic requests
+//! only), decide whether and how much to complete (text materialised on the
+//! blocking pool), answer from the cache, or from the model request an
+//! earlier keystroke started, otherwise build the prompt and stream the
+//! model's answer (stopped as soon as a newer request supersedes this one),
+//! then postprocess. A result for a document that changed meanwhile is
+//! discarded.
+mod document;
+mod prompt;
+mod sample;
+
+pub use document::DocumentState;
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use ropey::Rope;
+use tokio::sync::watch;
+use tree_sitter::Tree;
+use url::Url;
+
+use super::cache::{Cached, CompletionCache, Key};
+use super::secrets::RedactorCache;
+use super::stats::{Outcome, Report, Stats};
+use super::trigger::{self, Decision};
+use crate::config::CompletionConfig;
+use crate::index::WorkspaceIndex;
+use crate::model::Model;
+use crate::syntax::Language;
+use document::InFlight;
+use prompt::Target;
+use sample::{finish, sample, PostResult};
+
+/// What completion requests share.
+#[derive(Default)]
+pub struct Engine {
+    cache: Mutex<CompletionCache>,
+    stats: Mutex<Stats>,
+    next_item: AtomicU64,
+    /// The clock of [`DocumentState::touch`]: orders documents by recency.
+    touches: AtomicU64,
+    /// Redacts every prompt (workspace dotenv values, open secret buffers,
+    /// Fettle's keys, secret shapes).
+    redactor: Arc<RedactorCache>,
+}
+
+/// An open document as the engine sees it: a snapshot (rope and tree are
+/// cheap to clone) and its completion state.
+pub struct Buffer {
+    pub uri: Url,
+    pub language: Option<Language>,
+    pub rope: Rope,
+    pub state: Arc<DocumentState>,
+}
+
+/// The open documents (the document store implements this).
+pub trait OpenBuffers: Send + Sync {
+    /// Every open document, the requested one included.
+    fn open_buffers(&self) -> Vec<Buffer>;
+}
+
+/// One completion request.
+pub struct Request {
+    pub document: Buffer,
+    /// The syntax tree, only when it matches `document.rope`.
+    pub tree: Option<Tree>,
+    /// The document's revision as seen by `document`: changes after the
+    /// snapshot make the answer stale.
+    pub revision: watch::Receiver<u64>,
+    /// The cursor, a byte offset into `document.rope` (on a char boundary).
+    pub cursor: usize,
+    /// An item selected in the client's completion menu: complete as if it
+    /// had been typed (its byte range in the rope, its text).
+    pub selected: Option<(Range<usize>, String)>,
+    /// Asked for explicitly: answered at once, with alternatives.
+    pub invoked: bool,
+}
+
+/// What a request runs against.
+pub struct Env<'a> {
+    pub config: &'a CompletionConfig,
+    /// The completion model, or why it cannot be used.
+    pub model: Result<Model, String>,
+    pub index: Arc<WorkspaceIndex>,
+    pub roots: Vec<PathBuf>,
+    pub buffers: &'a dyn OpenBuffers,
+}
+
+/// One suggestion, in the terms of the request's snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Suggestion {
+    /// What to insert over `range`.
+    pub text: String,
+    /// Bytes of the snapshot the text replaces: the cursor (empty), the
+    /// selected menu item's range, or the closers the suggestion re-types.
+    pub range: Range<usize>,
+    /// For [`Engine::accept`].
+    pub id: String,
+}
+
+impl Engine {
+    /// Notes that a document was opened (`edit` None) or edited at byte
+    /// range `edit` of its new text: its edits feed later prompts.
+    pub fn touched(&self, document: &DocumentState, edit: Option<Range<usize>>) {
+        document.touch(self.touches.fetch_add(1, Ordering::Relaxed) + 1, edit);
+    }
+
+    /// A document closed: its cached suggestions go.
+    pub fn closed(&self, uri: &Url) {
+        self.cache.lock().forget(uri.as_str());
+    }
+
+    /// The statistics so far.
+    pub fn stats(&self) -> Report {
+        self.stats.lock().report()
+    }
+
+    /// The user accepted suggestion `id`; false if it is unknown or was
+    /// already accepted.
+    pub fn accept(&self, id: &str) -> bool {
+        self.stats.lock().accept(id)
+    }
+
+    /// Answers one request: the suggestions (empty when there is nothing to
+    /// offer, or the request was superseded or went stale).
+    pub async fn complete(self: &Arc<Self>, request: Request, env: Env<'_>) -> Vec<Suggestion> {
+        let started = Instant::now();
+        let ticket = request.document.state.begin();
+        let (outcome, model_time, suggestions) = self.run(&request, &env, &ticket).await;
+        self.stats
+            .lock()
+            .record(outcome, started.elapsed(), model_time);
+        suggestions
+    }
+
+    async fn run(
+        self: &Arc<Self>,
+        request: &Request,
+        env: &Env<'_>,
+        ticket: &tokio_util::sync::CancellationToken,
+    ) -> (Outcome, Duration, Vec<Suggestion>) {
+        let none = |outcome, waited| (outcome, waited, Vec::new());
+        let document = &request.document;
+        // No completion inside a secret file: its text would be the prompt.
+        if let Some(path) = document
+            .uri
+            .to_file_path()
+            .ok()
+            .filter(|p| crate::secrets::is_secret_path(p))
+        {
+            tracing::debug!(path = %path.display(), "no completion in a secret file");
+            return none(Outcome::Empty, Duration::ZERO);
+        }
+        // Where the user is working counts as recently viewed: later prompts
+        // for other files offer the code around it.
+        self.touched(&document.state, Some(request.cursor..request.cursor));
+
+        // An explicit request (Invoked) is answered at once; only automatic
+        // ones wait for typing to pause.
+        let invoked = request.invoked;
+        if env.config.debounce_ms > 0 && !invoked {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(env.config.debounce_ms)) => {}
+                () = ticket.cancelled() => return none(Outcome::Cancelled, Duration::ZERO),
+            }
+            if ticket.is_cancelled() {
+                return none(Outcome::Cancelled, Duration::ZERO);
+            }
+        }
+
+        // The item replaces `base`: the cursor, or a selected menu item's
+        // range (the selection + completion replace it).
+        let (base, typed_prefix) = match &request.selected {
+            Some((range, text)) => (range.clone(), text.clone()),
+            None => (request.cursor..request.cursor, String::new()),
+        };
+        let Some(at) = self.locate(request, env.config).await else {
+            return none(Outcome::Error, Duration::ZERO);
+        };
+        let Located {
+            text,
+            cursor,
+            decision,
+            key,
+        } = at;
+        let (multiline, max_lines, stop) = match decision {
+            Decision::Skip(reason) => {
+                tracing::debug!(%reason, "no completion here");
+                return none(Outcome::Empty, Duration::ZERO);
+            }
+            Decision::Complete {
+                multiline,
+                max_lines,
+                stop,
+            } => (multiline, max_lines, stop),
+        };
+
+        // An explicit request wants alternatives, not the cached suggestion.
+        let hit = if invoked {
+            None
+        } else {
+            self.cache.lock().get(&key)
+        };
+        let from_cache = |hit: Cached, waited: Duration| {
+            let answer = self.suggestions(document, &base, &typed_prefix, &[hit]);
+            (Outcome::Shown { from_cache: true }, waited, answer)
+        };
+        if let Some(hit) = hit {
+            return from_cache(hit, Duration::ZERO);
+        }
+
+        // A model request still running for an earlier keystroke on this line
+        // may already be producing what was just typed: wait for it rather than
+        // ask again. One that cannot help is stopped (it would only occupy the
+        // model).
+        if !invoked {
+            if let Some(InFlight {
+                key: earlier,
+                mut done,
+                abort,
+            }) = document.state.inflight()
+            {
+                if key.extends(&earlier) {
+                    let waited = Instant::now();
+                    tokio::select! {
+                        _ = done.wait_for(|finished| *finished) => {}
+                        () = ticket.cancelled() => {
+                            return none(Outcome::Cancelled, waited.elapsed());
+                        }
+                    }
+                    // The document may have changed while waiting.
+                    if is_stale(&request.revision) {
+                        return none(Outcome::Cancelled, waited.elapsed());
+                    }
+                    let hit = self.cache.lock().get(&key);
+                    if let Some(hit) = hit {
+                        return from_cache(hit, waited.elapsed());
+                    }
+                } else {
+                    abort.abort();
+                }
+            }
+        }
+
+        let model = match &env.model {
+            Ok(model) => sample::with_deadline(model.clone(), env.config),
+            Err(err) => {
+                tracing::warn!(error = %err, "completion model unavailable");
+                return none(Outcome::Error, Duration::ZERO);
+            }
+        };
+        // The selection (if any) is on the cursor line.
+        let cursor_line = document.rope.byte_to_line(base.start);
+        let target = Target {
+            cursor,
+            line: cursor_line,
+            multiline,
+            stop,
+        };
+        let built = prompt::build(self, request, env, &model, &text, target);
+        let Some(fim) = built.await else {
+            return none(Outcome::Error, Duration::ZERO);
+        };
+        if ticket.is_cancelled() {
+            return none(Outcome::Cancelled, Duration::ZERO);
+        }
+
+        let model_started = Instant::now();
+        // Each answer, postprocessed: the suggestion, or why it was dropped.
+        let mut answers: Vec<(String, PostResult)> = Vec::new();
+        if invoked {
+            // Up to three distinct suggestions, the extra ones sampled warmer.
+            let mut warmer = fim.clone();
+            warmer.options.temperature = Some(model.config().temperature.max(0.8));
+            let requests = [fim, warmer.clone(), warmer];
+            let samples = futures::future::join_all(
+                requests
+                    .into_iter()
+                    .map(|r| sample(&model, r, multiline, ticket.cancelled())),
+            )
+            .await;
+            for sampled in samples {
+                match sampled {
+                    Ok(raw) => {
+                        let done = finish(&text, cursor, &raw, multiline, max_lines);
+                        answers.push((raw, done));
+                    }
+                    Err(Outcome::Cancelled) => {
+                        return none(Outcome::Cancelled, model_started.elapsed())
+                    }
+                    Err(other) if answers.is_empty() => {
+                        return none(other, model_started.elapsed())
+                    }
+                    Err(_) => {}
+                }
+            }
+        } else {
+            // The model request runs as its own task, which also postprocesses
+            // and caches the answer: if a newer keystroke supersedes this
+            // request, the answer is still there for it (see the in-flight
+            // check above).
+            let (done_tx, done_rx) = watch::channel(false);
+            let engine = Arc::clone(self);
+            let task_key = key.clone();
+            let task_text = Arc::clone(&text);
+            let task = tokio::spawn(async move {
+                let outcome = sample(&model, fim, multiline, std::future::pending())
+                    .await
+                    .map(|raw| {
+                        let done = finish(&task_text, cursor, &raw, multiline, max_lines);
+                        if let Ok(done) = &done {
+                            engine.cache.lock().insert(task_key, done.clone());
+                        }
+                        (raw, done)
+                    });
+                let _ = done_tx.send(true);
+                outcome
+            });
+            document.state.set_inflight(InFlight {
+                key: key.clone(),
+                done: done_rx,
+                abort: task.abort_handle(),
+            });
+            tokio::select! {
+                joined = task => match joined {
+                    Ok(Ok(answer)) => answers.push(answer),
+                    Ok(Err(outcome)) => return none(outcome, model_started.elapsed()),
+                    Err(_) => return none(Outcome::Cancelled, model_started.elapsed()),
+                },
+                () = ticket.cancelled() => {
+                    return none(Outcome::Cancelled, model_started.elapsed());
+                }
+            }
+        }
+        let model_time = model_started.elapsed();
+
+        // Discard a result for a document that has changed since.
+        if is_stale(&request.revision) || ticket.is_cancelled() {
+            return none(Outcome::Cancelled, model_time);
+        }
+
+        let mut completions: Vec<Cached> = Vec::new();
+        for (raw, done) in answers {
+            match done {
+                Ok(done) if !completions.iter().any(|c| c.text == done.text) => {
+                    completions.push(done)
+                }
+                Ok(_) => {}
+                Err(rejected) => {
+                    tracing::debug!(reason = rejected.reason(), raw = %crate::model::shorten_for_display(&raw, 200), "completion dropped");
+                }
+            }
+        }
+        let Some(first) = completions.first() else {
+            return none(Outcome::Empty, model_time);
+        };
+        if invoked {
+            self.cache.lock().insert(key, first.clone());
+        }
+        let answer = self.suggestions(document, &base, &typed_prefix, &completions);
+        (Outcome::Shown { from_cache: false }, model_time, answer)
+    }
+
+    /// The text at the cursor, materialised on the blocking pool (a large
+    /// document costs milliseconds to copy): the selected menu item put in,
+    /// the trigger's decision, and the cache key. `None` if the pool failed.
+    async fn locate(&self, request: &Request, config: &CompletionConfig) -> Option<Located> {
+        let rope = request.document.rope.clone();
+        let tree = request.tree.clone();
+        let selected = request.selected.clone();
+        let language = request.document.language;
+        let uri = request.document.uri.clone();
+        let mode = config.multiline;
+        let mut cursor = request.cursor;
+        tokio::task::spawn_blocking(move || {
+            let mut text = rope.to_string();
+            // The tree only when it matches the text; otherwise heuristics
+            // (no reparse on the keystroke path).
+            let mut tree = tree;
+            if let Some((range, typed)) = &selected {
+                text.replace_range(range.start..range.end.max(range.start), typed);
+                cursor = range.start + typed.len();
+                if !typed.is_empty() {
+                    tree = None;
+                }
+            }
+            let decision = trigger::decide(&text, cursor, language, tree.as_ref(), mode);
+            let key = Key::new(uri.as_str(), &text, cursor);
+            Located {
+                text: Arc::from(text),
+                cursor,
+                decision,
+                key,
+            }
+        })
+        .await
+        .ok()
+    }
+
+    /// The suggestions for `completions`, placed over `base` (the cursor,
+    /// or a selected menu item's range). Without a selection, the range
+    /// extends over the closers the completion re-types (on the cursor line
+    /// only).
+    fn suggestions(
+        &self,
+        document: &Buffer,
+        base: &Range<usize>,
+        typed_prefix: &str,
+        completions: &[Cached],
+    ) -> Vec<Suggestion> {
+        completions
+            .iter()
+            .map(|completion| {
+                let mut range = base.clone();
+                if typed_prefix.is_empty() && completion.replace_suffix_bytes > 0 {
+                    let rope = &document.rope;
+                    let cursor = base.end;
+                    let line = rope.byte_to_line(cursor);
+                    let line_end = rope.try_line_to_byte(line + 1).unwrap_or(rope.len_bytes());
+                    range.end = (cursor + completion.replace_suffix_bytes).min(line_end);
+                }
+                let id = format!("c{}", self.next_item.fetch_add(1, Ordering::Relaxed) + 1);
+                self.stats.lock().shown_id(id.clone());
+                Suggestion {
+                    text: format!("{typed_prefix}{}", completion.text),
+                    range,
+                    id,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The request's text, as the trigger and the cache see it.
+struct Located {
+    text: Arc<str>,
+    cursor: usize,
+    decision: Decision,
+    key: Key,
+}
+
+/// Whether the document changed (or closed) since the request's snapshot.
+fn is_stale(revision: &watch::Receiver<u64>) -> bool {
+    revision.has_changed().unwrap_or(true)
+}

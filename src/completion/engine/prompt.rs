@@ -1,0 +1,209 @@
+//! The prompt for one request: context gathered from the document, the
+//! other open documents and the index (on the blocking pool, under a hard
+//! time cap), the layout kept stable while typing along a line, redaction.
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ropey::Rope;
+
+use super::document::Window;
+use super::{Engine, Env, Request};
+use crate::completion::context::{self, ContextInput, OpenFile};
+use crate::model::{FimRequest, GenOptions, Model};
+use crate::syntax::Language;
+
+/// Context gathering's hard cap; the windows around the cursor are always
+/// included, snippets only as far as this allows.
+const CONTEXT_DEADLINE: Duration = Duration::from_millis(20);
+/// Most tokens a single-line completion may take (the stream is cut at the
+/// first line anyway).
+const SINGLE_LINE_MAX_TOKENS: u32 = 64;
+/// Other open documents offered to the prompt builder, most recent first.
+const OPEN_FILES: usize = 8;
+/// Larger open documents are not scanned for similar code (nor for secrets).
+const OPEN_FILE_MAX_BYTES: usize = 512 << 10;
+
+/// Where the prompt is for, and what the trigger decided.
+pub(super) struct Target {
+    /// Byte offset in the request's text.
+    pub(super) cursor: usize,
+    /// The cursor's line (in the document).
+    pub(super) line: usize,
+    pub(super) multiline: bool,
+    pub(super) stop: Vec<String>,
+}
+
+/// Another open document, snapshotted for the prompt builder (its text is
+/// materialised on the blocking pool).
+struct Other {
+    path: PathBuf,
+    language: Option<Language>,
+    rope: Rope,
+    edits: Vec<std::ops::Range<usize>>,
+    recency: usize,
+}
+
+/// Builds the model request for `text` at `cursor`; `None` if the blocking
+/// pool could not run the builder.
+pub(super) async fn build(
+    engine: &Engine,
+    request: &Request,
+    env: &Env<'_>,
+    model: &Model,
+    text: &Arc<str>,
+    target: Target,
+) -> Option<FimRequest> {
+    let Target {
+        cursor,
+        line: cursor_line,
+        multiline,
+        mut stop,
+    } = target;
+    let document = &request.document;
+    let (others, secret_buffers) = other_buffers(env, &document.uri);
+    let diagnostics = document.state.diagnostics();
+    let index = env.index.clone();
+    let roots = env.roots.clone();
+    let path = document.uri.to_file_path().ok();
+    let language = document.language;
+    let context_text = Arc::clone(text);
+    let max_prompt_tokens = env.config.max_prompt_tokens as usize;
+    let counter_model = model.clone();
+    let redactors = engine.redactor.clone();
+    let built = tokio::task::spawn_blocking(move || {
+        let root = path
+            .as_ref()
+            .and_then(|p| roots.iter().find(|r| p.starts_with(r)).cloned());
+        let counter = move |s: &str| counter_model.count_tokens(s);
+        let texts: Vec<String> = others.iter().map(|o| o.rope.to_string()).collect();
+        let open: Vec<OpenFile<'_>> = others
+            .iter()
+            .zip(&texts)
+            .map(|(o, text)| OpenFile {
+                path: &o.path,
+                language: o.language,
+                text,
+                recent_edits: &o.edits,
+                recency: o.recency,
+            })
+            .collect();
+        let input = ContextInput {
+            text: &context_text,
+            cursor,
+            path: path.as_deref(),
+            root: root.as_deref(),
+            language,
+            index: Some(&index),
+            open_files: &open,
+            diagnostics: &diagnostics,
+            max_prompt_tokens,
+            counter: &counter,
+            deadline: Instant::now() + CONTEXT_DEADLINE,
+        };
+        let ctx = context::build(&input);
+        let relative = match (&path, &root) {
+            (Some(p), Some(r)) => p.strip_prefix(r).ok().map(|p| p.display().to_string()),
+            _ => None,
+        }
+        .or_else(|| path.as_ref().map(|p| p.display().to_string()));
+        let repo = root
+            .as_ref()
+            .and_then(|r| r.file_name())
+            .map(|n| n.to_string_lossy().into_owned());
+        // The dotenv values typed into open secret buffers (they may not be
+        // on disk yet); finding the workspace's dotenv files may walk it.
+        let secret_values = secret_buffers
+            .iter()
+            .flat_map(|rope| crate::secrets::env_secret_values(&rope.to_string()))
+            .collect();
+        let redactor = redactors.get(root.as_deref(), secret_values);
+        (ctx, relative, repo, redactor)
+    })
+    .await;
+    let (mut ctx, relative, repo, redactor) = built.ok()?;
+    // While the user types along one line, keep offering the snippets
+    // chosen for that line: they come first in the prompt, so changing
+    // them (a half-typed word picks other definitions) would throw away
+    // the whole KV cache of a local model, or a server's prompt cache.
+    // The same goes for where the prefix window starts: a window that
+    // slides by a line every few keystrokes changes the prompt's start.
+    // So on one line, the window keeps its start while it grows by no
+    // more than an eighth over the budgeted size.
+    let kept = document
+        .state
+        .window()
+        .filter(|kept| kept.line == cursor_line);
+    let prefix_start = cursor - ctx.prefix.len();
+    match kept {
+        Some(kept)
+            if kept.prefix_start <= prefix_start
+                && (kept.prefix_start == 0
+                    || text.as_bytes().get(kept.prefix_start - 1) == Some(&b'\n'))
+                && cursor - kept.prefix_start <= ctx.prefix.len() + ctx.prefix.len() / 8 =>
+        {
+            ctx.prefix = text[kept.prefix_start..cursor].to_string();
+            ctx.snippets = kept.snippets;
+        }
+        _ => document.state.set_window(Window {
+            line: cursor_line,
+            prefix_start,
+            snippets: ctx.snippets.clone(),
+        }),
+    }
+    if !multiline {
+        stop.push("\n\n".to_string());
+    }
+    let options = GenOptions {
+        max_tokens: (!multiline).then(|| model.config().max_tokens.min(SINGLE_LINE_MAX_TOKENS)),
+        temperature: None,
+        stop,
+    };
+    let mut fim = ctx.into_fim_request(relative, repo, options);
+    // After the kept-window logic, which may put raw buffer text back.
+    let redacted = crate::completion::secrets::redact_request(&redactor, &mut fim);
+    if redacted > 0 {
+        tracing::debug!(parts = redacted, "completion prompt redacted");
+    }
+    Some(fim)
+}
+
+/// The other open documents worth offering (file URIs, not secret, not
+/// huge; the most recently touched first), and the open secret buffers
+/// (whose values the redactor must know). Rope clones only: cheap.
+fn other_buffers(env: &Env<'_>, current: &url::Url) -> (Vec<Other>, Vec<Rope>) {
+    let mut candidates = Vec::new();
+    let mut secret_buffers = Vec::new();
+    for buffer in env.buffers.open_buffers() {
+        let Ok(path) = buffer.uri.to_file_path() else {
+            continue;
+        };
+        let small = buffer.rope.len_bytes() <= OPEN_FILE_MAX_BYTES;
+        // Secret files never feed completion context.
+        if crate::secrets::is_secret_path(&path) {
+            if small {
+                secret_buffers.push(buffer.rope);
+            }
+            continue;
+        }
+        if buffer.uri == *current || !small {
+            continue;
+        }
+        let (touched, edits) = buffer.state.recent();
+        candidates.push((touched, path, buffer.language, buffer.rope, edits));
+    }
+    candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
+    let others = candidates
+        .into_iter()
+        .take(OPEN_FILES)
+        .enumerate()
+        .map(|(recency, (_, path, language, rope, edits))| Other {
+            path,
+            language,
+            rope,
+            edits,
+            recency,
+        })
+        .collect();
+    (others, secret_buffers)
+}

@@ -1,0 +1,115 @@
+//! One model answer: streaming it (cut at the first line in single-line
+//! mode, or when cancelled) and postprocessing it into a suggestion.
+use std::future::Future;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::completion::cache::Cached;
+use crate::completion::postprocess::{self, IndentStyle};
+use crate::completion::stats::Outcome;
+use crate::config::{CompletionConfig, Provider};
+use crate::model::{FimRequest, Model, ModelError};
+
+pub(super) type PostResult = Result<Cached, postprocess::Rejected>;
+
+/// The completion model, its requests bounded by `completion.deadline_ms`
+/// (0: only the model's own limits). Not the embedded model: it has no
+/// retries or servers to wait for, its first request loads the weights,
+/// and an invoked request's samples queue on its one engine.
+pub(super) fn with_deadline(model: Model, config: &CompletionConfig) -> Model {
+    let deadline = config.deadline_ms;
+    if deadline == 0 || model.config().provider == Provider::Local {
+        return model;
+    }
+    model.with_deadline(Some(Duration::from_millis(deadline)))
+}
+
+/// Postprocesses `raw`, the model's answer at `cursor` of `text`.
+pub(super) fn finish(
+    text: &str,
+    cursor: usize,
+    raw: &str,
+    multiline: bool,
+    max_lines: usize,
+) -> PostResult {
+    let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[cursor..].find('\n').map_or(text.len(), |i| cursor + i);
+    let following = text.get(line_end + 1..).unwrap_or("");
+    let input = postprocess::Input {
+        raw,
+        line_prefix: &text[line_start..cursor],
+        line_suffix: text[cursor..line_end].trim_end_matches('\r'),
+        following: &following[..window_end(following, 50)],
+        preceding: &text[window_start(&text[..line_start], 50)..line_start],
+        indent: IndentStyle::detect(text),
+        multiline,
+        max_lines,
+    };
+    postprocess::postprocess(&input).map(|done| Cached {
+        text: done.text,
+        replace_suffix_bytes: done.replace_suffix_bytes,
+    })
+}
+
+/// Streams one FIM request to its end (or, in single-line mode, to the end
+/// of its first line), unless `cancel` completes first.
+pub(super) async fn sample(
+    model: &Model,
+    request: FimRequest,
+    multiline: bool,
+    cancel: impl Future<Output = ()>,
+) -> Result<String, Outcome> {
+    let mut stream = model.fim(request);
+    tokio::pin!(cancel);
+    let mut raw = String::new();
+    loop {
+        tokio::select! {
+            piece = stream.next() => match piece {
+                None => return Ok(raw),
+                Some(Ok(piece)) => {
+                    raw.push_str(&piece);
+                    // Single-line: the first line is all we keep, so stop
+                    // paying for the rest (dropping the stream cancels it).
+                    if !multiline && first_line_done(&raw) {
+                        return Ok(raw);
+                    }
+                }
+                Some(Err(err)) => {
+                    log_failure(&err);
+                    return Err(Outcome::Error);
+                }
+            },
+            () = &mut cancel => return Err(Outcome::Cancelled),
+        }
+    }
+}
+
+/// Logs a failed completion request: a paused model is expected (the
+/// pause was logged, and announced, when it began), anything else is not.
+fn log_failure(err: &ModelError) {
+    match err {
+        ModelError::Paused { .. } => tracing::debug!(error = %err, "completion skipped"),
+        _ => tracing::warn!(error = %err, "completion request failed"),
+    }
+}
+
+/// True once `raw` holds a complete first line with some content.
+fn first_line_done(raw: &str) -> bool {
+    let trimmed = raw.trim_start_matches(['\n', '\r']);
+    trimmed.contains('\n') && !trimmed.trim().is_empty()
+}
+
+/// Byte offset in `text` after its first `lines` lines.
+fn window_end(text: &str, lines: usize) -> usize {
+    text.match_indices('\n')
+        .nth(lines.saturating_sub(1))
+        .map_or(text.len(), |(i, _)| i + 1)
+}
+
+/// Byte offset in `text` where its last `lines` lines start.
+fn window_start(text: &str, lines: usize) -> usize {
+    text.rmatch_indices('\n')
+        .nth(lines)
+        .map_or(0, |(i, _)| i + 1)
+}
