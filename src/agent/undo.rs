@@ -67,9 +67,10 @@ pub struct Undone {
 pub fn checkpoint(root: &Path, task: Option<&str>) -> Result<Checkpoint, UndoError> {
     let store = CheckpointStore::for_workspace(root).map_err(UndoError::Store)?;
     match task {
+        // The store's error names the task already.
         Some(id) => store
             .open(id)
-            .map_err(|err| UndoError::NotFound(format!("no checkpoint for task {id}: {err}"))),
+            .map_err(|err| UndoError::NotFound(err.to_string())),
         None => store
             .latest()
             .map_err(UndoError::Store)?
