@@ -78,12 +78,20 @@ impl Model {
             ProviderKind::Local => {
                 Arc::new(local::LocalProvider::in_lane(name, config, background)?)
             }
-            ProviderKind::OpenAi => Arc::new(providers::openai::OpenAi::new(name, config)?),
+            ProviderKind::OpenAi => Arc::new(providers::openai::OpenAi::new(
+                name,
+                config,
+                &providers::openai::OPENAI,
+            )?),
             ProviderKind::Anthropic => {
                 Arc::new(providers::anthropic::Anthropic::new(name, config)?)
             }
             ProviderKind::Ollama => Arc::new(providers::ollama::Ollama::new(name, config)?),
-            ProviderKind::Mistral => Arc::new(providers::mistral::Mistral::new(name, config)?),
+            ProviderKind::Mistral => Arc::new(providers::openai::OpenAi::new(
+                name,
+                config,
+                &providers::mistral::MISTRAL,
+            )?),
             ProviderKind::LlamaCpp => Arc::new(providers::llamacpp::LlamaCpp::new(name, config)?),
         };
         Ok(Self {

@@ -243,32 +243,6 @@ async fn fim_goes_through_chat() {
 }
 
 #[tokio::test]
-async fn rate_limit_with_retry_after_then_success() {
-    let server = server(vec![
-        status(429, Some("1"), None),
-        ScriptedResponse::text("finally"),
-    ])
-    .await;
-    let model = model("claude", &claude(&server.url()));
-    let started = Instant::now();
-    let events = chat_ok(model.chat(hello())).await;
-    assert_eq!(text_of(&events), "finally");
-    assert!(
-        started.elapsed() >= Duration::from_millis(950),
-        "Retry-After honored"
-    );
-    assert_eq!(server.requests().len(), 2);
-}
-
-#[tokio::test]
-async fn server_error_is_retried() {
-    let server = server(vec![status(500, None, None), ScriptedResponse::text("ok")]).await;
-    let model = model("claude", &claude(&server.url()));
-    assert_eq!(text_of(&chat_ok(model.chat(hello())).await), "ok");
-    assert_eq!(server.requests().len(), 2);
-}
-
-#[tokio::test]
 async fn persistent_overload_gives_up() {
     let server = server(vec![ScriptedResponse {
         repeat: true,
@@ -376,16 +350,6 @@ async fn truncated_stream() {
 }
 
 #[tokio::test]
-async fn malformed_json() {
-    let server = server(vec![fault_text(Fault::MalformedJson)]).await;
-    let err = chat_err(model("claude", &claude(&server.url())).chat(hello())).await;
-    assert!(
-        matches!(err, ModelError::MalformedResponse { .. }),
-        "{err:?}"
-    );
-}
-
-#[tokio::test]
 async fn unknown_event() {
     let server = server(vec![fault_text(Fault::UnknownEvent)]).await;
     let err = chat_err(model("claude", &claude(&server.url())).chat(hello())).await;
@@ -413,35 +377,6 @@ async fn invalid_tool_arguments() {
     assert!(
         matches!(&err, ModelError::BadToolArguments { tool, .. } if tool == "read_file"),
         "{err:?}"
-    );
-}
-
-#[tokio::test]
-async fn hang_times_out() {
-    let server = server(vec![fault_text(Fault::Hang)]).await;
-    let mut cfg = claude(&server.url());
-    cfg.timeout_ms = 300;
-    let started = Instant::now();
-    let err = chat_err(model("claude", &cfg).chat(hello())).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(
-        matches!(
-            err,
-            ModelError::Timeout {
-                key: "timeout_ms",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string()
-            .contains("within 300ms (models.claude.timeout_ms)"),
-        "{err}"
     );
 }
 
@@ -512,3 +447,18 @@ async fn dropping_the_stream_closes_the_connection() {
         .expect("the connection closes within 1 s of the drop")
         .unwrap();
 }
+
+// The fault suite every remote provider passes (tests/it/openai_compat_common);
+// the tests below keep what is specific to this wire.
+crate::fault_tests!(
+    chat_faults,
+    crate::openai_compat_common::ANTHROPIC,
+    crate::openai_compat_common::Cap::Chat,
+    portable
+);
+crate::fault_tests!(
+    fim_faults,
+    crate::openai_compat_common::ANTHROPIC,
+    crate::openai_compat_common::Cap::Fim,
+    portable
+);

@@ -257,28 +257,6 @@ async fn stop_reasons_come_through() {
 }
 
 #[tokio::test]
-async fn rate_limit_with_retry_after_then_success() {
-    let server = server(vec![
-        status(429, Some("1"), None),
-        ScriptedResponse::text("ok"),
-    ])
-    .await;
-    let started = Instant::now();
-    let events = chat_ok(model("llama", &llama(&server.url())).chat(hello())).await;
-    assert_eq!(text_of(&events), "ok");
-    assert!(started.elapsed() >= Duration::from_millis(950));
-    assert_eq!(server.requests().len(), 2);
-}
-
-#[tokio::test]
-async fn server_error_is_retried() {
-    let server = server(vec![status(503, None, None), ScriptedResponse::text("ok")]).await;
-    let text = collect_text(model("llama", &llama(&server.url())).fim(fim_request())).await;
-    assert_eq!(text.unwrap().concat(), "ok");
-    assert_eq!(server.requests().len(), 2);
-}
-
-#[tokio::test]
 async fn unauthorized_names_the_variable() {
     let server = server(vec![status(401, None, None)]).await;
     let mut cfg = llama(&server.url());
@@ -344,16 +322,6 @@ async fn truncated_stream() {
 }
 
 #[tokio::test]
-async fn malformed_json() {
-    let server = server(vec![fault_text(Fault::MalformedJson)]).await;
-    let err = chat_err(model("llama", &llama(&server.url())).chat(hello())).await;
-    assert!(
-        matches!(err, ModelError::MalformedResponse { .. }),
-        "{err:?}"
-    );
-}
-
-#[tokio::test]
 async fn unknown_event() {
     let server = server(vec![fault_text(Fault::UnknownEvent)]).await;
     let err = chat_err(model("llama", &llama(&server.url())).chat(hello())).await;
@@ -379,21 +347,6 @@ async fn invalid_tool_arguments() {
         "{err:?}"
     );
     assert!(err.to_string().contains("not valid JSON"), "{err}");
-}
-
-#[tokio::test]
-async fn hang_times_out() {
-    let server = server(vec![fault_text(Fault::Hang)]).await;
-    let mut cfg = llama(&server.url());
-    cfg.timeout_ms = 300;
-    let started = Instant::now();
-    let err = chat_err(model("llama", &cfg).chat(hello())).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(matches!(err, ModelError::Timeout { .. }), "{err:?}");
 }
 
 #[tokio::test]
@@ -465,3 +418,18 @@ async fn dropping_the_stream_closes_the_connection() {
         .expect("the connection closes within 1 s of the drop")
         .unwrap();
 }
+
+// The fault suite every remote provider passes (tests/it/openai_compat_common);
+// the tests below keep what is specific to this wire.
+crate::fault_tests!(
+    chat_faults,
+    crate::openai_compat_common::OLLAMA,
+    crate::openai_compat_common::Cap::Chat,
+    portable
+);
+crate::fault_tests!(
+    fim_faults,
+    crate::openai_compat_common::OLLAMA,
+    crate::openai_compat_common::Cap::Fim,
+    portable
+);

@@ -1,7 +1,7 @@
-//! Shared by the tests of the OpenAI-compatible providers (`openai`,
-//! `mistral`, `llamacpp`): building models against the mock server,
-//! collecting streams, and the fault suite every provider must pass, run
-//! through either capability.
+//! Shared by the tests of the remote providers (the OpenAI-compatible
+//! `openai`, `mistral`, `llamacpp`, and `anthropic`, `ollama`): building
+//! models against the mock server, collecting streams, and the fault suite
+//! every provider must pass, run through either capability.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod faults;
@@ -48,6 +48,26 @@ pub const LLAMACPP: Target = Target {
     chat_path: "/v1/chat/completions",
     fim_path: "/infill",
     model: None,
+    fim_template: FimTemplate::Auto,
+};
+
+/// Anthropic and Ollama run the same fault suite (through chat; their FIM
+/// goes through chat or `/api/generate`).
+pub const ANTHROPIC: Target = Target {
+    provider: Provider::Anthropic,
+    base_suffix: "",
+    chat_path: "/v1/messages",
+    fim_path: "/v1/messages",
+    model: Some("claude-test"),
+    fim_template: FimTemplate::Auto,
+};
+
+pub const OLLAMA: Target = Target {
+    provider: Provider::Ollama,
+    base_suffix: "",
+    chat_path: "/api/chat",
+    fim_path: "/api/generate",
+    model: Some("llama-test"),
     fim_template: FimTemplate::Auto,
 };
 
