@@ -367,18 +367,6 @@ impl Decoder {
         }
     }
 
-    /// The body ended: fine after `message_stop`, truncated before.
-    pub fn end(&self) -> Result<(), ModelError> {
-        if self.done {
-            return Ok(());
-        }
-        Err(ModelError::TruncatedStream {
-            model: self.model.clone(),
-            url: self.url.clone(),
-            reason: "the stream ended before message_stop".to_string(),
-        })
-    }
-
     /// Takes the counts present in a `usage` object: `input_tokens` comes
     /// with `message_start`, the cumulative `output_tokens` with `message_delta`.
     fn add_usage(&mut self, usage: Option<&Value>) {
@@ -493,8 +481,12 @@ impl stream::Decode for Decoder {
     fn done(&self) -> bool {
         self.is_done()
     }
-    fn finish(&mut self) -> Result<Vec<ChatEvent>, ModelError> {
-        self.end().map(|()| Vec::new())
+    fn truncated(&self) -> ModelError {
+        ModelError::TruncatedStream {
+            model: self.model.clone(),
+            url: self.url.clone(),
+            reason: "the stream ended before message_stop".to_string(),
+        }
     }
     fn pending(&self) -> usize {
         self.calls.values().map(|c| c.json.len()).sum::<usize>() + self.thought

@@ -10,7 +10,7 @@ fn feed_all(events: &[(&str, Value)]) -> Result<Vec<ChatEvent>, ModelError> {
     for (name, data) in events {
         out.extend(decoder.feed(Some(name), &data.to_string())?);
     }
-    decoder.end()?;
+    stream::Decode::finish(&mut decoder)?;
     Ok(out)
 }
 
@@ -190,7 +190,7 @@ fn stream_faults_are_typed() {
     let err = decoder.feed(None, r#"{"type": "mystery"}"#).unwrap_err();
     assert!(matches!(err, ModelError::UnknownEvent { .. }));
     assert!(matches!(
-        decoder.end().unwrap_err(),
+        stream::Decode::finish(&mut decoder).unwrap_err(),
         ModelError::TruncatedStream { .. }
     ));
 
@@ -221,5 +221,5 @@ fn nothing_after_message_stop() {
     assert_eq!(stop, vec![ChatEvent::Stop(StopReason::EndTurn)]);
     assert!(decoder.is_done());
     assert!(decoder.feed(Some("message_stop"), "{}").unwrap().is_empty());
-    assert!(decoder.end().is_ok());
+    assert!(stream::Decode::finish(&mut decoder).is_ok());
 }

@@ -176,18 +176,6 @@ impl NativeDecoder {
         self.stopped = stop == Some(true);
         Ok(content.filter(|c| !c.is_empty()).map(str::to_string))
     }
-
-    /// The body ended: fine after `"stop": true`, cut short otherwise.
-    fn end(&self) -> Result<(), ModelError> {
-        if self.stopped {
-            return Ok(());
-        }
-        Err(ModelError::TruncatedStream {
-            model: self.model.clone(),
-            url: self.url.clone(),
-            reason: "the stream ended before an event with \"stop\": true".to_string(),
-        })
-    }
 }
 
 impl stream::Decode for NativeDecoder {
@@ -202,8 +190,12 @@ impl stream::Decode for NativeDecoder {
     fn done(&self) -> bool {
         self.stopped
     }
-    fn finish(&mut self) -> Result<Vec<String>, ModelError> {
-        self.end().map(|()| Vec::new())
+    fn truncated(&self) -> ModelError {
+        ModelError::TruncatedStream {
+            model: self.model.clone(),
+            url: self.url.clone(),
+            reason: "the stream ended before an event with \"stop\": true".to_string(),
+        }
     }
 }
 
@@ -261,13 +253,13 @@ mod tests {
             Some("ab")
         );
         assert_eq!(d.feed(r#"{"content":"","stop":false}"#).unwrap(), None);
-        assert!(d.end().is_err());
+        assert!(stream::Decode::finish(&mut d).is_err());
         assert_eq!(
             d.feed(r#"{"content":"c","stop":true}"#).unwrap().as_deref(),
             Some("c")
         );
         assert!(d.stopped);
-        assert!(d.end().is_ok());
+        assert!(stream::Decode::finish(&mut d).is_ok());
 
         let mut d = NativeDecoder::new("m", "u");
         assert!(matches!(
@@ -282,7 +274,7 @@ mod tests {
             .feed(r#"{"error":{"code":500,"message":"slot busy"}}"#)
             .unwrap_err();
         assert!(err.to_string().contains("slot busy"), "{err}");
-        let err = d.end().unwrap_err();
+        let err = stream::Decode::finish(&mut d).unwrap_err();
         assert!(matches!(err, ModelError::TruncatedStream { .. }), "{err}");
     }
 }

@@ -287,18 +287,6 @@ impl Decoder {
         Ok(out)
     }
 
-    /// The body ended: fine after `done: true`, truncated before.
-    pub fn end(&self) -> Result<(), ModelError> {
-        if self.done {
-            return Ok(());
-        }
-        Err(ModelError::TruncatedStream {
-            model: self.model.clone(),
-            url: self.url.clone(),
-            reason: "the stream ended without its final \"done\": true line".to_string(),
-        })
-    }
-
     /// One complete call. Arguments come as an object; a string is parsed.
     /// Ollama gives no ids (newer versions may), so they are generated.
     fn tool_call(&mut self, call: &Value) -> Result<ToolCall, ModelError> {
@@ -374,8 +362,12 @@ impl stream::Decode for Decoder {
     fn done(&self) -> bool {
         self.is_done()
     }
-    fn finish(&mut self) -> Result<Vec<ChatEvent>, ModelError> {
-        self.end().map(|()| Vec::new())
+    fn truncated(&self) -> ModelError {
+        ModelError::TruncatedStream {
+            model: self.model.clone(),
+            url: self.url.clone(),
+            reason: "the stream ended without its final \"done\": true line".to_string(),
+        }
     }
 }
 

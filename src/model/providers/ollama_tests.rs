@@ -9,7 +9,7 @@ fn feed_all(lines: &[Value]) -> Result<Vec<ChatEvent>, ModelError> {
     for line in lines {
         out.extend(decoder.feed(line)?);
     }
-    decoder.end()?;
+    stream::Decode::finish(&mut decoder)?;
     Ok(out)
 }
 

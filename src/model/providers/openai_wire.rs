@@ -373,11 +373,7 @@ impl ChunkDecoder {
             return Ok(Vec::new());
         }
         if self.finish.is_none() {
-            return Err(ModelError::TruncatedStream {
-                model: self.model.clone(),
-                url: self.url.clone(),
-                reason: "the stream ended without a finish reason or [DONE]".to_string(),
-            });
+            return Err(stream::Decode::truncated(self));
         }
         self.complete()
     }
@@ -419,6 +415,13 @@ impl stream::Decode for ChunkDecoder {
     }
     fn finish(&mut self) -> Result<Vec<ChatEvent>, ModelError> {
         self.end()
+    }
+    fn truncated(&self) -> ModelError {
+        ModelError::TruncatedStream {
+            model: self.model.clone(),
+            url: self.url.clone(),
+            reason: "the stream ended without a finish reason or [DONE]".to_string(),
+        }
     }
     fn pending(&self) -> usize {
         let calls: usize = self

@@ -21,8 +21,18 @@ pub(crate) trait Decode: Send + 'static {
     fn decode(&mut self, frame: Self::Frame) -> Result<Vec<Self::Item>, ModelError>;
     /// The terminal marker arrived; anything after it is ignored.
     fn done(&self) -> bool;
-    /// The body ended: last items, or why the stream was incomplete.
-    fn finish(&mut self) -> Result<Vec<Self::Item>, ModelError>;
+    /// The body ended: last items, or why the stream was incomplete. By
+    /// default: nothing more once the terminal marker arrived
+    /// ([`done`](Self::done)), [`truncated`](Self::truncated) before it.
+    fn finish(&mut self) -> Result<Vec<Self::Item>, ModelError> {
+        if self.done() {
+            Ok(Vec::new())
+        } else {
+            Err(self.truncated())
+        }
+    }
+    /// The error for a body that ended before its terminal marker.
+    fn truncated(&self) -> ModelError;
     /// How much output was received but not yet yielded (a tool call's
     /// arguments, thinking, a finish reason): its growth is progress too.
     fn pending(&self) -> usize {
