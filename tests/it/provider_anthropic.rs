@@ -1,8 +1,8 @@
 //! The `anthropic` provider against the mock model server: the request it
 //! sends, the stream it decodes, and every fault it must report honestly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use crate::fault_tests;
-use crate::openai_compat_common::{self as common, hello, Cap, Target, ANTHROPIC};
+use crate::fault_suite;
+use crate::openai_compat_common::{hello, Target, ANTHROPIC};
 use crate::providers_anthropic_ollama_common;
 
 use std::time::{Duration, Instant};
@@ -315,42 +315,10 @@ async fn streams_are_lazy_and_dropping_ends_promptly() {
     assert_eq!(text_of(&events), "again");
 }
 
-// The fault suite every remote provider passes (tests/it/openai_compat_common).
-
-#[tokio::test]
-async fn unauthorized_names_the_variable() {
-    common::unauthorized(T, "FETTLE_TEST_ANTHROPIC_KEY_AUTH").await;
-}
-
-#[tokio::test]
-async fn connection_refused() {
-    common::connection_refused(T).await;
-}
-
-#[test]
-fn bad_url_fails_at_build() {
-    common::bad_url(T);
-}
-
-#[tokio::test]
-async fn invalid_tool_arguments() {
-    common::bad_tool_arguments(T).await;
-}
-
+// The fault suite every remote provider passes (openai_compat_common/faults.rs).
 // Of the idle-limit faults, not `slow_tokens_keep_the_stream_alive`: the
 // mock spaces every event, and the three before the first text
 // (`message_start`, `ping`, `content_block_start`) and the two between
 // the last text and `message_stop` (`content_block_stop`, `message_delta`)
 // are no output to the idle limit: at 400 ms each, its 1 s passes.
-fault_tests!(
-    chat_faults,
-    super::T,
-    super::Cap::Chat,
-    [keepalives_do_not_reset_the_idle_limit]
-);
-fault_tests!(
-    fim_faults,
-    super::T,
-    super::Cap::Fim,
-    [keepalives_do_not_reset_the_idle_limit]
-);
+fault_suite!(T, "FETTLE_TEST_ANTHROPIC_KEY_AUTH", idle: [keepalives_do_not_reset_the_idle_limit]);

@@ -2,8 +2,8 @@
 //! sends to `/api/chat` and `/api/generate`, the NDJSON it decodes, and
 //! every fault it must report honestly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use crate::fault_tests;
-use crate::openai_compat_common::{self as common, hello, Cap, Target, OLLAMA};
+use crate::fault_suite;
+use crate::openai_compat_common::{hello, Target, OLLAMA};
 use crate::providers_anthropic_ollama_common;
 
 use std::time::{Duration, Instant};
@@ -298,29 +298,7 @@ async fn streams_are_lazy_and_dropping_ends_promptly() {
     assert_eq!(text_of(&events), "again");
 }
 
-// The fault suite every remote provider passes (tests/it/openai_compat_common).
-
-#[tokio::test]
-async fn unauthorized_names_the_variable() {
-    common::unauthorized(T, "FETTLE_TEST_OLLAMA_KEY_401").await;
-}
-
-#[tokio::test]
-async fn connection_refused() {
-    common::connection_refused(T).await;
-}
-
-#[test]
-fn bad_url_fails_at_build() {
-    common::bad_url(T);
-}
-
-#[tokio::test]
-async fn invalid_tool_arguments() {
-    common::bad_tool_arguments(T).await;
-}
-
+// The fault suite every remote provider passes (openai_compat_common/faults.rs).
 // Neither idle-limit fault: the mock's NDJSON keep-alive is an empty
 // line, which the NDJSON reader takes for a malformed one.
-fault_tests!(chat_faults, super::T, super::Cap::Chat, []);
-fault_tests!(fim_faults, super::T, super::Cap::Fim, []);
+fault_suite!(T, "FETTLE_TEST_OLLAMA_KEY_401", idle: []);

@@ -584,3 +584,45 @@ macro_rules! fault_tests {
         }
     };
 }
+
+/// The whole fault suite for the provider `$target` (a constant in the
+/// calling module): the chat-only faults (`$key_var` is the variable the
+/// 401 test sets), and [`fault_tests!`] through chat and through FIM, with
+/// the idle-limit cases listed after `idle:` when not all of them.
+#[macro_export]
+macro_rules! fault_suite {
+    ($target:ident, $key_var:literal $(, idle: $idle:tt)?) => {
+        #[tokio::test]
+        async fn unauthorized_names_the_variable() {
+            $crate::openai_compat_common::unauthorized($target, $key_var).await;
+        }
+
+        #[tokio::test]
+        async fn connection_refused_is_connect() {
+            $crate::openai_compat_common::connection_refused($target).await;
+        }
+
+        #[test]
+        fn bad_url_fails_at_build() {
+            $crate::openai_compat_common::bad_url($target);
+        }
+
+        #[tokio::test]
+        async fn invalid_tool_arguments() {
+            $crate::openai_compat_common::bad_tool_arguments($target).await;
+        }
+
+        $crate::fault_tests!(
+            chat_faults,
+            super::$target,
+            $crate::openai_compat_common::Cap::Chat
+            $(, $idle)?
+        );
+        $crate::fault_tests!(
+            fim_faults,
+            super::$target,
+            $crate::openai_compat_common::Cap::Fim
+            $(, $idle)?
+        );
+    };
+}
