@@ -204,6 +204,12 @@ pub async fn collect_chat(
 pub async fn chat_ok(stream: fettle::model::ChatStream) -> Vec<ChatEvent> {
     let (events, err) = collect_chat(stream).await;
     assert!(err.is_none(), "unexpected error {err:?} after {events:?}");
+    assert_one_stop_last(&events);
+    events
+}
+
+/// Asserts the stream's shape: exactly one `Stop`, last.
+pub fn assert_one_stop_last(events: &[ChatEvent]) {
     let stops = events
         .iter()
         .filter(|e| matches!(e, ChatEvent::Stop(_)))
@@ -213,7 +219,6 @@ pub async fn chat_ok(stream: fettle::model::ChatStream) -> Vec<ChatEvent> {
         matches!(events.last(), Some(ChatEvent::Stop(_))),
         "{events:?}"
     );
-    events
 }
 
 pub fn text_of(events: &[ChatEvent]) -> String {

@@ -8,7 +8,7 @@ use fettle::mock::{Fault, ScriptedResponse};
 use fettle::model::{ChatEvent, ChatStream, Model, ModelError, TextStream};
 use futures::StreamExt;
 
-pub use crate::openai_compat_common::{collect_chat, server, text_of};
+pub use crate::openai_compat_common::{assert_one_stop_last, collect_chat, server, text_of};
 
 /// A model of `provider` pointed at `server`, with quick timeouts.
 pub fn config(provider: ProviderKind, base_url: &str, model: &str) -> ModelConfig {
@@ -57,19 +57,6 @@ pub async fn collect_text(mut stream: TextStream) -> Result<Vec<String>, ModelEr
         .await
         .expect("FIM stream did not end within 20 s")?;
     Ok(pieces)
-}
-
-/// Asserts the stream's shape: exactly one `Stop`, last.
-pub fn assert_one_stop_last(events: &[ChatEvent]) {
-    let stops = events
-        .iter()
-        .filter(|e| matches!(e, ChatEvent::Stop(_)))
-        .count();
-    assert_eq!(stops, 1, "{events:?}");
-    assert!(
-        matches!(events.last(), Some(ChatEvent::Stop(_))),
-        "{events:?}"
-    );
 }
 
 pub fn fault(fault: Fault) -> ScriptedResponse {
