@@ -56,6 +56,17 @@ pub async fn run_to_error(model: &Model, cap: Cap) -> (String, ModelError) {
     }
 }
 
+/// A `Timeout` of the `timeout_ms` limit (no answer, or no further output).
+fn is_timeout_ms(err: &ModelError) -> bool {
+    matches!(
+        err,
+        ModelError::Timeout {
+            key: "timeout_ms",
+            ..
+        }
+    )
+}
+
 pub fn fault(fault: Fault) -> ScriptedResponse {
     ScriptedResponse {
         text: "one two three four five six".into(),
@@ -247,16 +258,7 @@ pub async fn hang_times_out(t: Target, cap: Cap) {
     cfg.timeout_ms = 300;
     let started = Instant::now();
     let err = run(&model(&cfg), cap).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ModelError::Timeout {
-                key: "timeout_ms",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(is_timeout_ms(&err), "{err:?}");
     assert!(
         started.elapsed() < Duration::from_secs(1),
         "{:?}",
@@ -509,16 +511,7 @@ pub async fn keepalives_do_not_reset_the_idle_limit(t: Target, cap: Cap) {
     let mut cfg = t.config(&server.url());
     cfg.timeout_ms = 1000;
     let err = run(&model(&cfg), cap).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ModelError::Timeout {
-                key: "timeout_ms",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(is_timeout_ms(&err), "{err:?}");
     assert!(err.to_string().contains("no further output"), "{err}");
     assert_eq!(server.requests().len(), 1, "not retried");
 }
