@@ -3,7 +3,8 @@
 
 use std::process::{Command, Output};
 
-fn fettle(args: &[&str], cwd: &std::path::Path) -> Output {
+/// `fettle args` in `cwd`, without the user's config file or `FETTLE_LOG`.
+pub fn fettle(args: &[&str], cwd: &std::path::Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fettle"))
         .args(args)
         .current_dir(cwd)

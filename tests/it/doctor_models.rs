@@ -62,6 +62,29 @@ model = "fast"
     )
 }
 
+/// `fettle doctor` with the models of [`config`], the remote one on a mock
+/// that always answers "OK", and `completion_model` for completion: the
+/// mock, what the doctor did, and its stdout.
+async fn doctor_against_the_mock(completion_model: &str) -> (MockServer, Output, String) {
+    let server = MockServer::start(Script::new(vec![ScriptedResponse {
+        repeat: true,
+        ..ScriptedResponse::text("OK")
+    }]))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_user_config(
+        dir.path(),
+        config(&server.url(), closed_port(), dir.path(), completion_model),
+    );
+    let cwd = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || doctor(&cwd))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (server, out, text)
+}
+
 fn line_after<'a>(text: &'a str, header: &str) -> &'a str {
     let mut lines = text
         .lines()
@@ -74,22 +97,7 @@ fn line_after<'a>(text: &'a str, header: &str) -> &'a str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_model_gets_a_round_trip_and_a_clear_verdict() {
-    let server = MockServer::start(Script::new(vec![ScriptedResponse {
-        repeat: true,
-        ..ScriptedResponse::text("OK")
-    }]))
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    write_user_config(
-        dir.path(),
-        config(&server.url(), closed_port(), dir.path(), "fast"),
-    );
-    let cwd = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || doctor(&cwd))
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (server, out, text) = doctor_against_the_mock("fast").await;
 
     assert!(
         text.contains("fast (openai, used by completion, edit, agent)"),
@@ -129,22 +137,7 @@ async fn each_model_gets_a_round_trip_and_a_clear_verdict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_model_that_a_feature_uses_fails_the_doctor() {
-    let server = MockServer::start(Script::new(vec![ScriptedResponse {
-        repeat: true,
-        ..ScriptedResponse::text("OK")
-    }]))
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    write_user_config(
-        dir.path(),
-        config(&server.url(), closed_port(), dir.path(), "down"),
-    );
-    let cwd = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || doctor(&cwd))
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (_server, out, text) = doctor_against_the_mock("down").await;
     assert!(text.contains("down (openai, used by completion)"), "{text}");
     assert_eq!(out.status.code(), Some(1), "{text}");
 }

@@ -6,19 +6,11 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use sha2::{Digest, Sha256};
 
-fn fettle(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fettle"))
-        .args(args)
-        .current_dir(cwd)
-        .env("XDG_CONFIG_HOME", cwd.join(".no-user-config"))
-        .env_remove("FETTLE_LOG")
-        .output()
-        .expect("run fettle")
-}
+use crate::cli::fettle;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -1,12 +1,14 @@
 //! The `anthropic` provider against the mock model server: the request it
 //! sends, the stream it decodes, and every fault it must report honestly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+use crate::fault_suite;
+use crate::openai_compat_common::{hello, Target, ANTHROPIC};
 use crate::providers_anthropic_ollama_common;
 
 use std::time::{Duration, Instant};
 
 use fettle::config::{ModelConfig, Provider as ProviderKind};
-use fettle::mock::{Fault, MockToolCall, MockUsage, ScriptedResponse};
+use fettle::mock::{MockToolCall, MockUsage, ScriptedResponse};
 use fettle::model::{
     ChatEvent, ChatRequest, FimRequest, GenOptions, Message, ModelError, StopReason, ToolCall,
     ToolDef, Usage,
@@ -15,15 +17,10 @@ use futures::StreamExt;
 use providers_anthropic_ollama_common::*;
 use serde_json::json;
 
+const T: Target = ANTHROPIC;
+
 fn claude(url: &str) -> ModelConfig {
     config(ProviderKind::Anthropic, url, "claude-test")
-}
-
-fn hello() -> ChatRequest {
-    ChatRequest {
-        messages: vec![Message::user("hi")],
-        ..ChatRequest::default()
-    }
 }
 
 #[tokio::test]
@@ -268,30 +265,6 @@ async fn persistent_overload_gives_up() {
 }
 
 #[tokio::test]
-async fn unauthorized_names_the_variable() {
-    let server = server(vec![status(401, None, None)]).await;
-    set_key("FETTLE_TEST_ANTHROPIC_KEY_AUTH", "sk-ant-wrong");
-    let mut cfg = claude(&server.url());
-    cfg.api_key_env = Some("FETTLE_TEST_ANTHROPIC_KEY_AUTH".into());
-    let err = chat_err(model("claude", &cfg).chat(hello())).await;
-    assert!(
-        matches!(err, ModelError::Auth { status: 401, .. }),
-        "{err:?}"
-    );
-    let message = err.to_string();
-    assert!(
-        message.contains("FETTLE_TEST_ANTHROPIC_KEY_AUTH"),
-        "{message}"
-    );
-    assert!(message.contains("HTTP 401"), "{message}");
-    assert!(
-        !message.contains("sk-ant-wrong"),
-        "the key never shows: {message}"
-    );
-    assert_eq!(server.requests().len(), 1, "auth errors are not retried");
-}
-
-#[tokio::test]
 async fn unknown_model_carries_the_server_detail() {
     let server = server(vec![status(404, None, None)]).await;
     let err = chat_err(model("claude", &claude(&server.url())).chat(hello())).await;
@@ -313,81 +286,6 @@ async fn unknown_model_carries_the_server_detail() {
             server.url()
         )
     );
-}
-
-#[tokio::test]
-async fn disconnect_mid_stream_is_truncated_and_not_retried() {
-    let server = server(vec![
-        ScriptedResponse {
-            fault: Some(Fault::Disconnect { after_chunks: 2 }),
-            ..ScriptedResponse::text("one two three four")
-        },
-        ScriptedResponse::text("must not be fetched"),
-    ])
-    .await;
-    let model = model("claude", &claude(&server.url()));
-    let (events, err) = collect_chat(model.chat(hello())).await;
-    assert_eq!(text_of(&events), "one two");
-    assert!(
-        matches!(err, Some(ModelError::TruncatedStream { .. })),
-        "{err:?}"
-    );
-    assert_eq!(server.requests().len(), 1);
-}
-
-#[tokio::test]
-async fn truncated_stream() {
-    let server = server(vec![fault_text(Fault::Truncate { after_chunks: 1 })]).await;
-    let (events, err) = collect_chat(model("claude", &claude(&server.url())).chat(hello())).await;
-    assert_eq!(text_of(&events), "one");
-    let err = err.expect("an error");
-    assert!(matches!(err, ModelError::TruncatedStream { .. }), "{err:?}");
-    assert!(
-        err.to_string()
-            .contains("stopped before it was complete (the stream ended before message_stop)"),
-        "{err}"
-    );
-}
-
-#[tokio::test]
-async fn unknown_event() {
-    let server = server(vec![fault_text(Fault::UnknownEvent)]).await;
-    let err = chat_err(model("claude", &claude(&server.url())).chat(hello())).await;
-    assert!(
-        matches!(&err, ModelError::UnknownEvent { event, .. } if event == "mystery"),
-        "{err:?}"
-    );
-    assert!(
-        err.to_string().contains("unknown event \"mystery\""),
-        "{err}"
-    );
-}
-
-#[tokio::test]
-async fn invalid_tool_arguments() {
-    let server = server(vec![ScriptedResponse {
-        tool_calls: vec![MockToolCall {
-            arguments_raw: Some("{\"path\": \"src/ma".into()),
-            ..MockToolCall::new("read_file", json!({}))
-        }],
-        ..ScriptedResponse::default()
-    }])
-    .await;
-    let err = chat_err(model("claude", &claude(&server.url())).chat(hello())).await;
-    assert!(
-        matches!(&err, ModelError::BadToolArguments { tool, .. } if tool == "read_file"),
-        "{err:?}"
-    );
-}
-
-#[tokio::test]
-async fn connection_refused() {
-    let url = refused_url().await;
-    let mut cfg = claude(&url);
-    cfg.max_retries = 0;
-    let err = chat_err(model("claude", &cfg).chat(hello())).await;
-    assert!(matches!(err, ModelError::Connect { .. }), "{err:?}");
-    assert!(err.to_string().contains("Is the server running?"), "{err}");
 }
 
 #[tokio::test]
@@ -417,48 +315,10 @@ async fn streams_are_lazy_and_dropping_ends_promptly() {
     assert_eq!(text_of(&events), "again");
 }
 
-fn fault_text(fault: Fault) -> ScriptedResponse {
-    ScriptedResponse {
-        fault: Some(fault),
-        ..ScriptedResponse::text("one two three")
-    }
-}
-
-#[tokio::test]
-async fn dropping_the_stream_closes_the_connection() {
-    let first = concat!(
-        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\n",
-        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
-        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"partial\"}}\n\n",
-    );
-    let (url, closed) = cancel_probe("text/event-stream", first).await;
-    let model = model("claude", &claude(&url));
-    let mut stream = model.chat(hello());
-    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
-        .await
-        .unwrap();
-    assert_eq!(
-        first.unwrap().unwrap(),
-        ChatEvent::TextDelta("partial".into())
-    );
-    drop(stream);
-    tokio::time::timeout(Duration::from_secs(1), closed)
-        .await
-        .expect("the connection closes within 1 s of the drop")
-        .unwrap();
-}
-
-// The fault suite every remote provider passes (tests/it/openai_compat_common);
-// the tests below keep what is specific to this wire.
-crate::fault_tests!(
-    chat_faults,
-    crate::openai_compat_common::ANTHROPIC,
-    crate::openai_compat_common::Cap::Chat,
-    portable
-);
-crate::fault_tests!(
-    fim_faults,
-    crate::openai_compat_common::ANTHROPIC,
-    crate::openai_compat_common::Cap::Fim,
-    portable
-);
+// The fault suite every remote provider passes (openai_compat_common/faults.rs).
+// Of the idle-limit faults, not `slow_tokens_keep_the_stream_alive`: the
+// mock spaces every event, and the three before the first text
+// (`message_start`, `ping`, `content_block_start`) and the two between
+// the last text and `message_stop` (`content_block_stop`, `message_delta`)
+// are no output to the idle limit: at 400 ms each, its 1 s passes.
+fault_suite!(T, "FETTLE_TEST_ANTHROPIC_KEY_AUTH", idle: [keepalives_do_not_reset_the_idle_limit]);

@@ -2,7 +2,7 @@
 //! the snippets as `input_extra`, `/completion` for explicit templates,
 //! OpenAI-compatible chat at `/v1/chat/completions`, and every fault.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-use crate::fault_tests;
+use crate::fault_suite;
 use crate::openai_compat_common;
 
 use fettle::config::FimTemplate;
@@ -147,25 +147,5 @@ async fn chat_without_model_name() {
     );
 }
 
-#[tokio::test]
-async fn unauthorized_names_the_variable() {
-    unauthorized(T, "FETTLE_TEST_LLAMACPP_KEY_401").await;
-}
-
-#[tokio::test]
-async fn connection_refused_is_connect() {
-    connection_refused(T).await;
-}
-
-#[test]
-fn bad_url_fails_at_build() {
-    bad_url(T);
-}
-
-#[tokio::test]
-async fn invalid_tool_arguments() {
-    bad_tool_arguments(T).await;
-}
-
-fault_tests!(chat_faults, super::T, super::Cap::Chat);
-fault_tests!(fim_faults, super::T, super::Cap::Fim);
+// The fault suite every remote provider passes (openai_compat_common/faults.rs).
+fault_suite!(T, "FETTLE_TEST_LLAMACPP_KEY_401");

@@ -2,12 +2,14 @@
 //! sends to `/api/chat` and `/api/generate`, the NDJSON it decodes, and
 //! every fault it must report honestly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+use crate::fault_suite;
+use crate::openai_compat_common::{hello, Target, OLLAMA};
 use crate::providers_anthropic_ollama_common;
 
 use std::time::{Duration, Instant};
 
 use fettle::config::{FimTemplate, ModelConfig, Provider as ProviderKind};
-use fettle::mock::{Fault, Matcher, MockToolCall, MockUsage, ScriptedResponse};
+use fettle::mock::{Matcher, MockToolCall, MockUsage, ScriptedResponse};
 use fettle::model::{
     ChatEvent, ChatRequest, FimRequest, GenOptions, Message, ModelError, StopReason, ToolCall,
     ToolDef, Usage,
@@ -16,15 +18,10 @@ use futures::StreamExt;
 use providers_anthropic_ollama_common::*;
 use serde_json::json;
 
+const T: Target = OLLAMA;
+
 fn llama(url: &str) -> ModelConfig {
     config(ProviderKind::Ollama, url, "qwen2.5-coder:1.5b")
-}
-
-fn hello() -> ChatRequest {
-    ChatRequest {
-        messages: vec![Message::user("hi")],
-        ..ChatRequest::default()
-    }
 }
 
 fn fim_request() -> FimRequest {
@@ -257,23 +254,6 @@ async fn stop_reasons_come_through() {
 }
 
 #[tokio::test]
-async fn unauthorized_names_the_variable() {
-    let server = server(vec![status(401, None, None)]).await;
-    let mut cfg = llama(&server.url());
-    cfg.api_key_env = Some("FETTLE_TEST_OLLAMA_KEY_UNSET".into());
-    let err = chat_err(model("llama", &cfg).chat(hello())).await;
-    assert!(
-        matches!(err, ModelError::Auth { status: 401, .. }),
-        "{err:?}"
-    );
-    let message = err.to_string();
-    assert!(
-        message.contains("FETTLE_TEST_OLLAMA_KEY_UNSET") && message.contains("not set"),
-        "{message}"
-    );
-}
-
-#[tokio::test]
 async fn missing_model_says_to_pull_it() {
     let body = r#"{"error":"model \"qwen2.5-coder:1.5b\" not found, try pulling it first"}"#;
     let server = server(vec![status(404, None, Some(body))]).await;
@@ -286,80 +266,6 @@ async fn missing_model_says_to_pull_it() {
              Check models.llama.model and models.llama.base_url: model \"qwen2.5-coder:1.5b\" not found, try pulling it first",
             server.url()
         )
-    );
-}
-
-#[tokio::test]
-async fn disconnect_mid_stream_is_truncated_and_not_retried() {
-    let server = server(vec![
-        fault_text(Fault::Disconnect { after_chunks: 2 }),
-        ScriptedResponse::text("must not be fetched"),
-    ])
-    .await;
-    let (events, err) = collect_chat(model("llama", &llama(&server.url())).chat(hello())).await;
-    assert_eq!(text_of(&events), "one two");
-    assert!(
-        matches!(err, Some(ModelError::TruncatedStream { .. })),
-        "{err:?}"
-    );
-    assert_eq!(server.requests().len(), 1);
-}
-
-#[tokio::test]
-async fn truncated_stream() {
-    let server = server(vec![fault_text(Fault::Truncate { after_chunks: 1 })]).await;
-    let mut cfg = llama(&server.url());
-    cfg.fim_template = FimTemplate::Suffix;
-    let err = collect_text(model("llama", &cfg).fim(fim_request()))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, ModelError::TruncatedStream { .. }), "{err:?}");
-    assert!(
-        err.to_string()
-            .contains("without its final \"done\": true line"),
-        "{err}"
-    );
-}
-
-#[tokio::test]
-async fn unknown_event() {
-    let server = server(vec![fault_text(Fault::UnknownEvent)]).await;
-    let err = chat_err(model("llama", &llama(&server.url())).chat(hello())).await;
-    assert!(
-        matches!(&err, ModelError::UnknownEvent { event, .. } if event.contains("mystery")),
-        "{err:?}"
-    );
-}
-
-#[tokio::test]
-async fn invalid_tool_arguments() {
-    let server = server(vec![ScriptedResponse {
-        tool_calls: vec![MockToolCall {
-            arguments_raw: Some("{\"path\": ".into()),
-            ..MockToolCall::new("read_file", json!({}))
-        }],
-        ..ScriptedResponse::default()
-    }])
-    .await;
-    let err = chat_err(model("llama", &llama(&server.url())).chat(hello())).await;
-    assert!(
-        matches!(&err, ModelError::BadToolArguments { tool, .. } if tool == "read_file"),
-        "{err:?}"
-    );
-    assert!(err.to_string().contains("not valid JSON"), "{err}");
-}
-
-#[tokio::test]
-async fn connection_refused() {
-    let url = refused_url().await;
-    let mut cfg = llama(&url);
-    cfg.max_retries = 1;
-    let err = chat_err(model("llama", &cfg).chat(hello())).await;
-    assert!(matches!(err, ModelError::Connect { .. }), "{err:?}");
-    let message = err.to_string();
-    assert!(
-        message.contains("cannot connect to") && message.contains("/api/chat"),
-        "{message}"
     );
 }
 
@@ -392,44 +298,7 @@ async fn streams_are_lazy_and_dropping_ends_promptly() {
     assert_eq!(text_of(&events), "again");
 }
 
-fn fault_text(fault: Fault) -> ScriptedResponse {
-    ScriptedResponse {
-        fault: Some(fault),
-        ..ScriptedResponse::text("one two three")
-    }
-}
-
-#[tokio::test]
-async fn dropping_the_stream_closes_the_connection() {
-    let first = "{\"message\":{\"role\":\"assistant\",\"content\":\"partial\"},\"done\":false}\n";
-    let (url, closed) = cancel_probe("application/x-ndjson", first).await;
-    let model = model("llama", &llama(&url));
-    let mut stream = model.chat(hello());
-    let first = tokio::time::timeout(Duration::from_secs(5), stream.next())
-        .await
-        .unwrap();
-    assert_eq!(
-        first.unwrap().unwrap(),
-        ChatEvent::TextDelta("partial".into())
-    );
-    drop(stream);
-    tokio::time::timeout(Duration::from_secs(1), closed)
-        .await
-        .expect("the connection closes within 1 s of the drop")
-        .unwrap();
-}
-
-// The fault suite every remote provider passes (tests/it/openai_compat_common);
-// the tests below keep what is specific to this wire.
-crate::fault_tests!(
-    chat_faults,
-    crate::openai_compat_common::OLLAMA,
-    crate::openai_compat_common::Cap::Chat,
-    portable
-);
-crate::fault_tests!(
-    fim_faults,
-    crate::openai_compat_common::OLLAMA,
-    crate::openai_compat_common::Cap::Fim,
-    portable
-);
+// The fault suite every remote provider passes (openai_compat_common/faults.rs).
+// Neither idle-limit fault: the mock's NDJSON keep-alive is an empty
+// line, which the NDJSON reader takes for a malformed one.
+fault_suite!(T, "FETTLE_TEST_OLLAMA_KEY_401", idle: []);

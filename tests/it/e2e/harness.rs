@@ -153,6 +153,14 @@ impl Lsp {
         result
     }
 
+    /// A server spawned and initialized for the workspace folder `root`:
+    /// the server, and the initialize result.
+    pub fn initialized(root: &Path, capabilities: Value, options: Option<Value>) -> (Self, Value) {
+        let mut lsp = Self::spawn();
+        let result = lsp.initialize(root, capabilities, options);
+        (lsp, result)
+    }
+
     /// A client that supports what Fettle can use: hierarchical symbols, pull
     /// configuration, progress, dynamic registration, and the given encodings.
     pub fn capabilities(encodings: &[&str]) -> Value {

@@ -60,9 +60,33 @@ fn workspace() -> Workspace {
 
 /// The server, initialized for `ws` (UTF-16 positions) with `options`.
 fn session(ws: &Workspace, options: Option<Value>) -> Lsp {
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), options);
-    lsp
+    Lsp::initialized(&ws.root(), Lsp::capabilities(&["utf-16"]), options).0
+}
+
+/// [`session`] for [`workspace`] with `src/lib.rs` open: the workspace
+/// (keep it for the test's life), the server, and the file's URI.
+fn open_lib(options: Value) -> (Workspace, Lsp, String) {
+    let ws = workspace();
+    let mut lsp = session(&ws, Some(options));
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", LIB);
+    (ws, lsp, uri)
+}
+
+/// The server, initialized with `capabilities` and `options` for a
+/// workspace of the one Rust file `path` holding `text`, with that file
+/// open: as [`open_lib`].
+fn open_alone(
+    path: &str,
+    text: &str,
+    capabilities: Value,
+    options: Value,
+) -> (Workspace, Lsp, String) {
+    let ws = Workspace::new(&[(path, text)]);
+    let (mut lsp, _) = Lsp::initialized(&ws.root(), capabilities, Some(options));
+    let uri = ws.uri(path);
+    lsp.open(&uri, "rust", text);
+    (ws, lsp, uri)
 }
 
 /// Sends a `didChange` inserting `text` at `(line, character)`.
@@ -91,8 +115,7 @@ fn completes_at_the_cursor_with_the_prompt_the_template_lays_out() {
         "p.x * p.y;\n    let h = 2.0;\n",
     )]);
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
-    let init = lsp.initialize(
+    let (mut lsp, init) = Lsp::initialized(
         &ws.root(),
         Lsp::capabilities(&["utf-16"]),
         Some(mock.options()),
@@ -148,10 +171,7 @@ fn completes_at_the_cursor_with_the_prompt_the_template_lays_out() {
 #[test]
 fn typing_through_a_suggestion_is_served_from_the_cache() {
     let mock = Mock::start(vec![ScriptedResponse::text("p.x * p.y;\n")]);
-    let ws = workspace();
-    let mut lsp = session(&ws, Some(mock.options()));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", LIB);
+    let (_ws, mut lsp, uri) = open_lib(mock.options());
     let first = complete(&mut lsp, &uri, 3, 12);
     assert_eq!(first["items"][0]["insertText"], "p.x * p.y;");
 
@@ -175,15 +195,12 @@ fn typing_through_a_suggestion_is_served_from_the_cache() {
 fn utf8_positions_with_non_ascii_text_before_the_cursor() {
     let text = "fn main() {\n    let s = \"😀 名前\"; let n = \n}\n";
     let mock = Mock::start(vec![ScriptedResponse::text("s.len();\n")]);
-    let ws = Workspace::new(&[("src/main.rs", text)]);
-    let mut lsp = Lsp::spawn();
-    lsp.initialize(
-        &ws.root(),
+    let (_ws, mut lsp, uri) = open_alone(
+        "src/main.rs",
+        text,
         Lsp::capabilities(&["utf-8"]),
-        Some(mock.options()),
+        mock.options(),
     );
-    let uri = ws.uri("src/main.rs");
-    lsp.open(&uri, "rust", text);
     let line = text.lines().nth(1).unwrap();
     let col = line.len() as u32; // bytes: utf-8 session
     let result = complete(&mut lsp, &uri, 1, col);
@@ -204,14 +221,11 @@ fn a_model_that_is_down_gives_an_empty_result_fast() {
         .local_addr()
         .unwrap()
         .port();
-    let ws = workspace();
     let options = json!({
         "models": { "down": { "provider": "openai", "base_url": format!("http://127.0.0.1:{port}/v1"), "model": "m", "max_retries": 0 } },
         "completion": { "model": "down" },
     });
-    let mut lsp = session(&ws, Some(options));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", LIB);
+    let (_ws, mut lsp, uri) = open_lib(options);
     let started = Instant::now();
     let result = complete(&mut lsp, &uri, 3, 12);
     assert!(result.is_null(), "{result}");
@@ -229,10 +243,7 @@ fn a_newer_request_supersedes_and_a_stale_result_is_discarded() {
         ..ScriptedResponse::text("p.x;\n")
     };
     let mock = Mock::start(vec![slow]);
-    let ws = workspace();
-    let mut lsp = session(&ws, Some(mock.options()));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", LIB);
+    let (_ws, mut lsp, uri) = open_lib(mock.options());
 
     let params =
         json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 12 } });
@@ -312,10 +323,9 @@ fn completes_with_the_real_embedded_model() {
     }
     let text = "numbers = [1, 2, 3, 4, 5]\nsquares = [n * n for n in numbers]\ncubes = \n";
     let ws = Workspace::new(&[("calc.py", text)]);
-    let mut lsp = Lsp::spawn();
     // Greedy decoding, so the test sees the same answer every run.
     let options = json!({ "models": { "local": { "temperature": 0 } } });
-    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let mut lsp = session(&ws, Some(options));
     let uri = ws.uri("calc.py");
     lsp.open(&uri, "python", text);
     // Three samples queue on the one embedded engine; on a loaded machine
@@ -351,10 +361,7 @@ fn an_invoked_request_offers_distinct_alternatives() {
         ScriptedResponse::text("p.y * p.x;\n"),
         ScriptedResponse::text("p.x * p.y;\n"),
     ]);
-    let ws = workspace();
-    let mut lsp = session(&ws, Some(mock.options()));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", LIB);
+    let (_ws, mut lsp, uri) = open_lib(mock.options());
     let result = lsp
         .request(
             "textDocument/inlineCompletion",
@@ -393,10 +400,10 @@ fn an_invoked_request_offers_distinct_alternatives() {
 fn clients_without_inline_completion_can_get_a_menu_item() {
     let mock = Mock::start(vec![ScriptedResponse::text("p.x * p.y;\n")]);
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
     let mut options = mock.options();
     options["completion"]["as_completion_item"] = json!(true);
-    let init = lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let (mut lsp, init) =
+        Lsp::initialized(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
     assert!(
         init["capabilities"]["completionProvider"].is_object(),
         "{init}"
@@ -420,8 +427,7 @@ fn clients_without_inline_completion_can_get_a_menu_item() {
 #[test]
 fn the_menu_item_fallback_is_off_by_default() {
     let ws = workspace();
-    let mut lsp = Lsp::spawn();
-    let init = lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    let (lsp, init) = Lsp::initialized(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
     assert!(
         init["capabilities"]["completionProvider"].is_null(),
         "{init}"
@@ -438,12 +444,9 @@ fn cancel_request_and_a_hanging_model_are_answered_promptly() {
         ..Default::default()
     };
     let mock = Mock::start(vec![hang]);
-    let ws = workspace();
     let mut options = mock.options();
     options["models"]["mock"]["timeout_ms"] = json!(400);
-    let mut lsp = session(&ws, Some(options));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", LIB);
+    let (_ws, mut lsp, uri) = open_lib(options);
     let params =
         json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 12 } });
 
@@ -472,10 +475,12 @@ fn cancel_request_and_a_hanging_model_are_answered_promptly() {
 fn a_selected_menu_item_is_extended_over_its_range() {
     let mock = Mock::start(vec![ScriptedResponse::text("(p.x);\n")]);
     let text = "fn area(p: &Point) -> f64 {\n    let w = f64::ab\n    w\n}\n";
-    let ws = Workspace::new(&[("src/lib.rs", text)]);
-    let mut lsp = session(&ws, Some(mock.options()));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", text);
+    let (_ws, mut lsp, uri) = open_alone(
+        "src/lib.rs",
+        text,
+        Lsp::capabilities(&["utf-16"]),
+        mock.options(),
+    );
     // The client's menu has `abs` selected for the typed `ab` (columns 17..19).
     let selected =
         json!({ "start": { "line": 1, "character": 17 }, "end": { "line": 1, "character": 19 } });
@@ -504,10 +509,7 @@ fn a_keystroke_reuses_the_model_request_already_in_flight() {
         ..ScriptedResponse::text("p.x * p.y;\n")
     };
     let mock = Mock::start(vec![slow]);
-    let ws = workspace();
-    let mut lsp = session(&ws, Some(mock.options()));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", LIB);
+    let (_ws, mut lsp, uri) = open_lib(mock.options());
     let first = lsp.send_request(
         "textDocument/inlineCompletion",
         json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 12 } }),
@@ -675,8 +677,7 @@ fn positions_past_the_end_are_clamped_in_the_items_range() {
         answer.repeat = true;
         let mock = Mock::start(vec![answer]);
         let ws = Workspace::new(&[("src/main.rs", &text)]);
-        let mut lsp = Lsp::spawn();
-        let init = lsp.initialize(
+        let (mut lsp, init) = Lsp::initialized(
             &ws.root(),
             Lsp::capabilities(&[encoding]),
             Some(mock.options()),
@@ -719,16 +720,12 @@ fn the_menu_item_starts_at_the_typed_word_and_ends_at_the_cursor() {
         ScriptedResponse::text("a(p) + ${1};"),
         ScriptedResponse::text("p.x, p.y)"),
     ]);
-    let ws = Workspace::new(&[("src/lib.rs", text)]);
-    let mut lsp = Lsp::spawn();
     let mut options = mock.options();
     options["completion"]["as_completion_item"] = json!(true);
     let mut capabilities = Lsp::capabilities(&["utf-16"]);
     capabilities["textDocument"]["completion"] =
         json!({ "completionItem": { "snippetSupport": true } });
-    lsp.initialize(&ws.root(), capabilities, Some(options));
-    let uri = ws.uri("src/lib.rs");
-    lsp.open(&uri, "rust", text);
+    let (_ws, mut lsp, uri) = open_alone("src/lib.rs", text, capabilities, options);
     let menu = |lsp: &mut Lsp, line: u32, character: u32| {
         lsp.request(
             "textDocument/completion",

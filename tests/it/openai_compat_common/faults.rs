@@ -1,5 +1,5 @@
-//! The fault suite every OpenAI-compatible provider must pass, through
-//! either capability, and the macro that makes one test of each.
+//! The fault suite every remote provider must pass, through either
+//! capability, and the macro that makes one test of each.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -31,6 +31,40 @@ pub async fn run(model: &Model, cap: Cap) -> Result<String, ModelError> {
         }
         Cap::Fim => fim_text(model.fim(fim_req())).await,
     }
+}
+
+/// Runs one request through `cap` that must fail: the text that came
+/// before the error, and the error.
+pub async fn run_to_error(model: &Model, cap: Cap) -> (String, ModelError) {
+    match cap {
+        Cap::Chat => {
+            let (events, err) = collect_chat(model.chat(hello())).await;
+            let err = err.unwrap_or_else(|| panic!("expected an error, got {events:?}"));
+            (text_of(&events), err)
+        }
+        Cap::Fim => {
+            let mut stream = model.fim(fim_req());
+            let mut text = String::new();
+            while let Some(piece) = stream.next().await {
+                match piece {
+                    Ok(piece) => text.push_str(&piece),
+                    Err(e) => return (text, e),
+                }
+            }
+            panic!("expected an error, got {text:?}")
+        }
+    }
+}
+
+/// A `Timeout` of the `timeout_ms` limit (no answer, or no further output).
+fn is_timeout_ms(err: &ModelError) -> bool {
+    matches!(
+        err,
+        ModelError::Timeout {
+            key: "timeout_ms",
+            ..
+        }
+    )
 }
 
 pub fn fault(fault: Fault) -> ScriptedResponse {
@@ -123,6 +157,7 @@ pub async fn unauthorized(t: Target, var: &str) {
     );
     let msg = err.to_string();
     assert!(msg.contains(var), "{msg}");
+    assert!(msg.contains("HTTP 401"), "{msg}");
     assert!(!msg.contains("sk-secret-401"), "{msg}");
     assert_eq!(server.requests().len(), 1);
 
@@ -130,6 +165,10 @@ pub async fn unauthorized(t: Target, var: &str) {
     let mut cfg = t.config(&server.url());
     cfg.api_key_env = Some(format!("{var}_UNSET"));
     let err = run(&model(&cfg), Cap::Chat).await.unwrap_err();
+    assert!(
+        matches!(err, ModelError::Auth { status: 401, .. }),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains(&format!("{var}_UNSET")) && msg.contains("not set"),
@@ -151,31 +190,29 @@ pub async fn model_not_found(t: Target, cap: Cap) {
     assert_eq!(server.requests().len(), 1);
 }
 
-/// The connection drops after some output: truncated, and not retried.
+/// The connection drops after some output: that output, then truncated,
+/// and not retried.
 pub async fn disconnect_not_retried(t: Target, cap: Cap) {
     let server = server(vec![
         fault(Fault::Disconnect { after_chunks: 2 }),
         ScriptedResponse::text("must not be fetched"),
     ])
     .await;
-    let err = run(&model(&t.config(&server.url())), cap)
-        .await
-        .unwrap_err();
+    let (text, err) = run_to_error(&model(&t.config(&server.url())), cap).await;
+    assert_eq!(text, "one two");
     assert!(matches!(err, ModelError::TruncatedStream { .. }), "{err:?}");
     assert_eq!(server.requests().len(), 1);
 }
 
-/// The body ends cleanly but without the terminal marker.
+/// The body ends cleanly but without the terminal marker: the output
+/// before, then an error naming what is missing.
 pub async fn truncated(t: Target, cap: Cap) {
     let server = server(vec![fault(Fault::Truncate { after_chunks: 2 })]).await;
-    let err = run(&model(&t.config(&server.url())), cap)
-        .await
-        .unwrap_err();
+    let (text, err) = run_to_error(&model(&t.config(&server.url())), cap).await;
+    assert_eq!(text, "one two");
     assert!(matches!(err, ModelError::TruncatedStream { .. }), "{err:?}");
-    assert!(
-        err.to_string().contains("stopped before it was complete"),
-        "{err}"
-    );
+    let expected = format!("stopped before it was complete ({})", t.truncation(cap));
+    assert!(err.to_string().contains(&expected), "{err}");
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -195,12 +232,23 @@ pub async fn malformed(t: Target, cap: Cap) {
     );
 }
 
+/// An event the format does not define: an error naming it (the mock's
+/// is called `mystery`, or has `"mystery": true`).
 pub async fn unknown_event(t: Target, cap: Cap) {
     let server = server(vec![fault(Fault::UnknownEvent)]).await;
     let err = run(&model(&t.config(&server.url())), cap)
         .await
         .unwrap_err();
-    assert!(matches!(err, ModelError::UnknownEvent { .. }), "{err:?}");
+    let ModelError::UnknownEvent { event, .. } = &err else {
+        panic!("{err:?}");
+    };
+    if t.names_events(cap) {
+        assert_eq!(event, "mystery");
+    } else {
+        assert!(event.contains(r#""mystery":true"#), "{event}");
+    }
+    let expected = format!("unknown event {event:?}");
+    assert!(err.to_string().contains(&expected), "{err}");
 }
 
 /// A server that never answers: a `Timeout` after `timeout_ms`, not retried.
@@ -210,7 +258,7 @@ pub async fn hang_times_out(t: Target, cap: Cap) {
     cfg.timeout_ms = 300;
     let started = Instant::now();
     let err = run(&model(&cfg), cap).await.unwrap_err();
-    assert!(matches!(err, ModelError::Timeout { .. }), "{err:?}");
+    assert!(is_timeout_ms(&err), "{err:?}");
     assert!(
         started.elapsed() < Duration::from_secs(1),
         "{:?}",
@@ -223,22 +271,29 @@ pub async fn hang_times_out(t: Target, cap: Cap) {
     );
 }
 
-/// Nothing listens on the port: a `Connect` error, quickly.
+/// Nothing listens on the port: a `Connect` error naming the URL,
+/// quickly, with or without a retry.
 pub async fn connection_refused(t: Target) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     drop(listener);
-    let mut cfg = t.config(&format!("http://127.0.0.1:{port}"));
-    cfg.max_retries = 0;
-    let started = Instant::now();
-    let err = run(&model(&cfg), Cap::Chat).await.unwrap_err();
-    assert!(matches!(err, ModelError::Connect { .. }), "{err:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(err.to_string().contains("Is the server running?"), "{err}");
+    let base = format!("http://127.0.0.1:{port}");
+    for retries in [0, 1] {
+        let mut cfg = t.config(&base);
+        cfg.max_retries = retries;
+        let started = Instant::now();
+        let err = run(&model(&cfg), Cap::Chat).await.unwrap_err();
+        assert!(matches!(err, ModelError::Connect { .. }), "{err:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        let msg = err.to_string();
+        let url = format!("{base}{}", t.chat_path);
+        assert!(msg.contains(&format!("cannot connect to {url}")), "{msg}");
+        assert!(msg.contains("Is the server running?"), "{msg}");
+    }
 }
 
 pub fn bad_url(t: Target) {
@@ -269,6 +324,7 @@ pub async fn bad_tool_arguments(t: Target) {
         matches!(&err, ModelError::BadToolArguments { tool, .. } if tool == "read_file"),
         "{err:?}"
     );
+    assert!(err.to_string().contains("not valid JSON"), "{err}");
     assert!(!events
         .iter()
         .any(|e| matches!(e, ChatEvent::ToolCall(_) | ChatEvent::Stop(_))));
@@ -304,12 +360,13 @@ pub async fn drop_mid_stream(t: Target, cap: Cap) {
     );
 }
 
-/// Dropping the stream closes the connection: a raw server that sends one
-/// event and then waits sees the client hang up.
+/// Dropping the stream closes the connection: a raw server that sends the
+/// start of an answer and then waits sees the client hang up.
 pub async fn drop_closes_connection(t: Target, cap: Cap) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+    let (content_type, opening) = t.opening();
     tokio::spawn(async move {
         let (mut sock, _) = listener.accept().await.unwrap();
         let mut seen = Vec::new();
@@ -319,12 +376,11 @@ pub async fn drop_closes_connection(t: Target, cap: Cap) {
             assert!(n > 0, "client closed before sending its request");
             seen.extend_from_slice(&buf[..n]);
         }
-        let event =
-            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"text\":\"hi\"}],\
-                     \"content\":\"hi\",\"stop\":false}\n\n";
-        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-                    transfer-encoding: chunked\r\n\r\n";
-        let chunk = format!("{head}{:x}\r\n{event}\r\n", event.len());
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\n\
+             transfer-encoding: chunked\r\n\r\n"
+        );
+        let chunk = format!("{head}{:x}\r\n{opening}\r\n", opening.len());
         sock.write_all(chunk.as_bytes()).await.unwrap();
         // Read (and discard the rest of the request) until the client hangs up.
         loop {
@@ -349,9 +405,9 @@ pub async fn drop_closes_connection(t: Target, cap: Cap) {
             assert_eq!(stream.next().await.unwrap().unwrap(), "hi");
         }
     }
-    tokio::time::timeout(Duration::from_secs(2), closed_rx)
+    tokio::time::timeout(Duration::from_secs(1), closed_rx)
         .await
-        .expect("the connection was not closed after the stream was dropped")
+        .expect("the connection was not closed within 1 s of the drop")
         .unwrap();
 }
 
@@ -363,7 +419,11 @@ pub async fn retry_after_beyond_the_deadline_pauses_the_model(t: Target, cap: Ca
     let mut ok = ScriptedResponse::text("too late");
     ok.repeat = true;
     let server = server(vec![status(429, Some("30")), ok]).await;
-    let model = model(&t.config(&server.url()));
+    // A name of its own: the pause is kept per model name and URL for the
+    // whole process, and must not reach a later test whose server gets
+    // this one's port.
+    let name = format!("paused-{}-{cap:?}", t.provider);
+    let model = Model::new(&name, &t.config(&server.url())).unwrap();
     let started = Instant::now();
     let err = fim_text(model.fim_within(fim_req(), Duration::from_secs(2)))
         .await
@@ -400,7 +460,7 @@ pub async fn retry_after_beyond_the_deadline_pauses_the_model(t: Target, cap: Ca
         "a paused model gets no requests"
     );
 
-    let health = fettle::model::health::report(["fast"]);
+    let health = fettle::model::health::report([name.as_str()]);
     let mine: Vec<_> = health
         .iter()
         .filter(|h| h.base_url.starts_with(&server.url()))
@@ -451,16 +511,7 @@ pub async fn keepalives_do_not_reset_the_idle_limit(t: Target, cap: Cap) {
     let mut cfg = t.config(&server.url());
     cfg.timeout_ms = 1000;
     let err = run(&model(&cfg), cap).await.unwrap_err();
-    assert!(
-        matches!(
-            err,
-            ModelError::Timeout {
-                key: "timeout_ms",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert!(is_timeout_ms(&err), "{err:?}");
     assert!(err.to_string().contains("no further output"), "{err}");
     assert_eq!(server.requests().len(), 1, "not retried");
 }
@@ -480,85 +531,91 @@ pub async fn slow_tokens_keep_the_stream_alive(t: Target, cap: Cap) {
     assert_eq!(run(&model(&cfg), cap).await.unwrap(), "a b c d");
 }
 
-/// One test per fault for `$target` through `$cap`, in a module `$name`.
-/// `portable` leaves out the three whose server speaks the OpenAI wire by
-/// hand or whose timing depends on how the mock frames that wire (Anthropic
-/// and Ollama have their own tests for closing the connection on drop).
+/// One test per fault for `$target` through `$cap`, in a module `$name`:
+/// every fault, or (with a list) the others and, of the two idle-limit
+/// faults, those listed.
 #[macro_export]
 macro_rules! fault_tests {
+    (@each $target:expr, $cap:expr, $($case:ident),*) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                $crate::openai_compat_common::$case($target, $cap).await;
+            }
+        )*
+    };
     ($name:ident, $target:expr, $cap:expr) => {
-        $crate::fault_tests!(@suite $name, $target, $cap, {
-            #[tokio::test]
-            async fn keepalives_do_not_reset_the_idle_limit() {
-                common::keepalives_do_not_reset_the_idle_limit($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn slow_tokens_keep_the_stream_alive() {
-                common::slow_tokens_keep_the_stream_alive($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn drop_closes_connection() {
-                common::drop_closes_connection($target, $cap).await;
-            }
-        });
+        $crate::fault_tests!(
+            $name,
+            $target,
+            $cap,
+            [
+                keepalives_do_not_reset_the_idle_limit,
+                slow_tokens_keep_the_stream_alive
+            ]
+        );
     };
-    ($name:ident, $target:expr, $cap:expr, portable) => {
-        $crate::fault_tests!(@suite $name, $target, $cap, {});
-    };
-    (@suite $name:ident, $target:expr, $cap:expr, { $($wire:tt)* }) => {
+    ($name:ident, $target:expr, $cap:expr, [$($idle:ident),* $(,)?]) => {
         mod $name {
-            use $crate::openai_compat_common as common;
-
-            #[tokio::test]
-            async fn rate_limited_then_ok() {
-                common::rate_limited_then_ok($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn server_errors_then_ok() {
-                common::server_errors_then_ok($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn server_errors_exhaust_retries() {
-                common::server_errors_exhaust_retries($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn model_not_found() {
-                common::model_not_found($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn disconnect_not_retried() {
-                common::disconnect_not_retried($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn truncated() {
-                common::truncated($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn malformed() {
-                common::malformed($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn unknown_event() {
-                common::unknown_event($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn hang_times_out() {
-                common::hang_times_out($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn drop_mid_stream() {
-                common::drop_mid_stream($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn retry_after_beyond_the_deadline_pauses_the_model() {
-                common::retry_after_beyond_the_deadline_pauses_the_model($target, $cap).await;
-            }
-            #[tokio::test]
-            async fn a_request_without_a_deadline_waits_out_the_pause() {
-                common::a_request_without_a_deadline_waits_out_the_pause($target, $cap).await;
-            }
-
-            $($wire)*
+            $crate::fault_tests!(
+                @each $target, $cap,
+                rate_limited_then_ok,
+                server_errors_then_ok,
+                server_errors_exhaust_retries,
+                model_not_found,
+                disconnect_not_retried,
+                truncated,
+                malformed,
+                unknown_event,
+                hang_times_out,
+                drop_mid_stream,
+                retry_after_beyond_the_deadline_pauses_the_model,
+                a_request_without_a_deadline_waits_out_the_pause,
+                drop_closes_connection
+                $(, $idle)*
+            );
         }
+    };
+}
+
+/// The whole fault suite for the provider `$target` (a constant in the
+/// calling module): the chat-only faults (`$key_var` is the variable the
+/// 401 test sets), and [`fault_tests!`] through chat and through FIM, with
+/// the idle-limit cases listed after `idle:` when not all of them.
+#[macro_export]
+macro_rules! fault_suite {
+    ($target:ident, $key_var:literal $(, idle: $idle:tt)?) => {
+        #[tokio::test]
+        async fn unauthorized_names_the_variable() {
+            $crate::openai_compat_common::unauthorized($target, $key_var).await;
+        }
+
+        #[tokio::test]
+        async fn connection_refused_is_connect() {
+            $crate::openai_compat_common::connection_refused($target).await;
+        }
+
+        #[test]
+        fn bad_url_fails_at_build() {
+            $crate::openai_compat_common::bad_url($target);
+        }
+
+        #[tokio::test]
+        async fn invalid_tool_arguments() {
+            $crate::openai_compat_common::bad_tool_arguments($target).await;
+        }
+
+        $crate::fault_tests!(
+            chat_faults,
+            super::$target,
+            $crate::openai_compat_common::Cap::Chat
+            $(, $idle)?
+        );
+        $crate::fault_tests!(
+            fim_faults,
+            super::$target,
+            $crate::openai_compat_common::Cap::Fim
+            $(, $idle)?
+        );
     };
 }

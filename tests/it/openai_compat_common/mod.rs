@@ -7,6 +7,8 @@
 mod faults;
 pub use faults::*;
 
+use std::time::Duration;
+
 use fettle::config::{FimTemplate, ModelConfig, Provider};
 use fettle::mock::{MockServer, Script, ScriptedResponse};
 use fettle::model::{ChatEvent, ChatRequest, FimRequest, Message, Model, ModelError, StopReason};
@@ -95,6 +97,55 @@ impl Target {
             Cap::Fim => self.fim_path,
         }
     }
+
+    /// Why the decoder behind `cap` says a stream cut short is incomplete
+    /// (the `reason` of `TruncatedStream`).
+    pub fn truncation(&self, cap: Cap) -> &'static str {
+        match (self.provider, cap) {
+            (Provider::Anthropic, _) => "the stream ended before message_stop",
+            (Provider::Ollama, _) => "the stream ended without its final \"done\": true line",
+            (Provider::LlamaCpp, Cap::Fim) => {
+                "the stream ended before an event with \"stop\": true"
+            }
+            _ => "the stream ended without a finish reason or [DONE]",
+        }
+    }
+
+    /// Whether the decoder behind `cap` reports an unknown event by its
+    /// name (SSE `event:`, `object`, `type`) rather than by its whole line.
+    pub fn names_events(&self, cap: Cap) -> bool {
+        !matches!(
+            (self.provider, cap),
+            (Provider::Ollama, _) | (Provider::LlamaCpp, Cap::Fim)
+        )
+    }
+
+    /// The start of a streamed answer whose first text is "hi", as this
+    /// provider's server sends it through either capability: the content
+    /// type and the body.
+    pub fn opening(&self) -> (&'static str, &'static str) {
+        match self.provider {
+            Provider::Anthropic => (
+                "text/event-stream",
+                concat!(
+                    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\n",
+                    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+                    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+                ),
+            ),
+            // One line that `/api/chat` and `/api/generate` both read.
+            Provider::Ollama => (
+                "application/x-ndjson",
+                "{\"message\":{\"role\":\"assistant\",\"content\":\"hi\"},\"response\":\"hi\",\"done\":false}\n",
+            ),
+            // One event that chat, completions, `/infill` and `/completion` all read.
+            _ => (
+                "text/event-stream",
+                "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"text\":\"hi\"}],\
+                 \"content\":\"hi\",\"stop\":false}\n\n",
+            ),
+        }
+    }
 }
 
 pub async fn server(responses: Vec<ScriptedResponse>) -> MockServer {
@@ -126,24 +177,39 @@ pub fn fim_req() -> FimRequest {
     }
 }
 
-/// Every event up to the first error.
+/// Every event of a chat stream, or the first error (with the events
+/// before it), which must end the stream.
 pub async fn collect_chat(
     mut stream: fettle::model::ChatStream,
 ) -> (Vec<ChatEvent>, Option<ModelError>) {
     let mut events = Vec::new();
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(event) => events.push(event),
-            Err(e) => return (events, Some(e)),
+    let limit = tokio::time::sleep(Duration::from_secs(20));
+    tokio::pin!(limit);
+    loop {
+        tokio::select! {
+            _ = &mut limit => panic!("chat stream did not end within 20 s; got {events:?}"),
+            next = stream.next() => match next {
+                None => return (events, None),
+                Some(Ok(event)) => events.push(event),
+                Some(Err(e)) => {
+                    assert!(stream.next().await.is_none(), "stream went on after {e}");
+                    return (events, Some(e));
+                }
+            },
         }
     }
-    (events, None)
 }
 
 /// A successful chat: the events, checked to end with exactly one `Stop`.
 pub async fn chat_ok(stream: fettle::model::ChatStream) -> Vec<ChatEvent> {
     let (events, err) = collect_chat(stream).await;
     assert!(err.is_none(), "unexpected error {err:?} after {events:?}");
+    assert_one_stop_last(&events);
+    events
+}
+
+/// Asserts the stream's shape: exactly one `Stop`, last.
+pub fn assert_one_stop_last(events: &[ChatEvent]) {
     let stops = events
         .iter()
         .filter(|e| matches!(e, ChatEvent::Stop(_)))
@@ -153,7 +219,6 @@ pub async fn chat_ok(stream: fettle::model::ChatStream) -> Vec<ChatEvent> {
         matches!(events.last(), Some(ChatEvent::Stop(_))),
         "{events:?}"
     );
-    events
 }
 
 pub fn text_of(events: &[ChatEvent]) -> String {
