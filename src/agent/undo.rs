@@ -78,6 +78,14 @@ pub fn checkpoint(root: &Path, task: Option<&str>) -> Result<Checkpoint, UndoErr
     }
 }
 
+/// `path` as the user names it: relative to the workspace root when inside.
+pub fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
 /// Undoes `task` (default: the latest) in the workspace at `root`.
 pub async fn undo(
     root: &Path,
@@ -107,7 +115,7 @@ async fn restore_buffers(
     force: bool,
     buffers: &dyn Buffers,
 ) -> (Vec<PathBuf>, Vec<String>) {
-    let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+    let rel = |p: &Path| relative(root, p);
     let mut changed = Vec::new();
     let mut notes = Vec::new();
     for path in checkpoint.touched() {

@@ -5,12 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
 use tower_lsp::lsp_types::{
     Diagnostic, DiagnosticSeverity, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
     DidOpenTextDocumentParams, DidSaveTextDocumentParams, Url,
 };
-
-use tokio_util::sync::CancellationToken;
 
 use super::index_queue::IndexUpdate;
 use super::open_document::OpenDocument;

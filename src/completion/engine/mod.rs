@@ -44,9 +44,10 @@ use prompt::Target;
 use sample::{finish, sample, PostResult};
 
 /// Documents up to this size are copied on the runtime for a request: the
-/// copy (about 30 µs for 512 KiB here) costs no more than the hop to the
-/// blocking pool, which made typing through a suggestion twice as slow
-/// (0.036 → 0.065 ms server side) when every copy went there.
+/// copy (25 µs p50 for 512 KiB on the 2-core dev machine) costs about as
+/// much as the hop to the blocking pool (20 µs p50, 28 µs p90), which made
+/// typing through a suggestion nearly twice as slow (0.035 → 0.065 ms
+/// server side) when every copy went there. See docs/performance.md.
 const INLINE_TEXT_MAX: usize = 512 << 10;
 
 /// What completion requests share.

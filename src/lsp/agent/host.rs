@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use ropey::Rope;
 use tokio::sync::{mpsc, watch};
 use tower_lsp::lsp_types::notification::Notification;
 use tower_lsp::lsp_types::{
@@ -325,60 +326,43 @@ pub async fn edit_open_buffer(state: &Arc<State>, path: &Path, old: &str, new: &
             // is in. Some editors answer `applied` yet drop an edit whose
             // version is stale (Neovim does), so "applied" counts only once
             // the buffer really holds `new`.
-            let deadline = tokio::time::Instant::now() + APPLIED_WAIT;
-            let mut last_look = false;
-            loop {
-                revision.borrow_and_update();
-                match state
-                    .documents
-                    .get(&uri)
-                    .map(|d| (d.document.rope == new, d.document.rope == old))
-                {
-                    Some((true, _)) => return BufferEdit::Applied,
-                    None => return BufferEdit::NotOpen,
-                    Some((false, false)) => {
-                        // The editor applied the edit to a buffer that had
-                        // changed meanwhile: it may sit in the wrong place.
-                        // Planning again would build on it; stop and say so.
-                        tracing::warn!(%uri, now = ?buffer_text(state, &uri), ?new, "buffer differs from the edit's result");
-                        state
-                            .client
-                            .show_message(
-                                MessageType::WARNING,
-                                format!("fettle: the editor applied an agent edit to {uri} while it was changing; check that buffer (undo with fettle.undo or the editor's undo)"),
-                            )
-                            .await;
-                        return BufferEdit::Failed(
-                            "the editor applied the edit while the buffer was changing; it may be misplaced, so this file was not edited further".to_owned(),
-                        );
-                    }
-                    Some((false, true)) => {}
+            let look = |rope: Option<&Rope>| rope.map(|r| (*r == new, *r == old));
+            // Still `old`: its didChange is not in yet.
+            let landed = watch_buffer(state, &uri, &mut revision, APPLIED_WAIT, look, |now| {
+                *now == Some((false, true))
+            })
+            .await;
+            match landed {
+                Some((true, _)) => BufferEdit::Applied,
+                None => BufferEdit::NotOpen,
+                Some((false, false)) => {
+                    // The editor applied the edit to a buffer that had
+                    // changed meanwhile: it may sit in the wrong place.
+                    // Planning again would build on it; stop and say so.
+                    tracing::warn!(%uri, now = ?state.text(&uri), ?new, "buffer differs from the edit's result");
+                    state
+                        .client
+                        .show_message(
+                            MessageType::WARNING,
+                            format!("fettle: the editor applied an agent edit to {uri} while it was changing; check that buffer (undo with fettle.undo or the editor's undo)"),
+                        )
+                        .await;
+                    BufferEdit::Failed(
+                        "the editor applied the edit while the buffer was changing; it may be misplaced, so this file was not edited further".to_owned(),
+                    )
                 }
-                if last_look {
-                    break;
-                }
-                last_look = !next_change(&mut revision, deadline).await;
+                Some((false, true)) => BufferEdit::Failed(
+                    "the editor reported the edit as applied, but the buffer did not change"
+                        .to_owned(),
+                ),
             }
-            BufferEdit::Failed(
-                "the editor reported the edit as applied, but the buffer did not change".to_owned(),
-            )
         }
         Ok(response) => {
             // A refusal usually means the user typed: their didChange may
             // still be on its way, so give it a moment before deciding.
-            let deadline = tokio::time::Instant::now() + REFUSED_WAIT;
-            let mut last_look = false;
-            let still_old = loop {
-                revision.borrow_and_update();
-                let still_old = state
-                    .documents
-                    .get(&uri)
-                    .is_some_and(|d| d.document.rope == old);
-                if !still_old || last_look {
-                    break still_old;
-                }
-                last_look = !next_change(&mut revision, deadline).await;
-            };
+            let look = |rope: Option<&Rope>| rope.is_some_and(|r| *r == old);
+            let still_old =
+                watch_buffer(state, &uri, &mut revision, REFUSED_WAIT, look, |old| *old).await;
             if still_old {
                 BufferEdit::Failed(
                     response
@@ -408,13 +392,30 @@ const APPLIED_WAIT: Duration = Duration::from_secs(2);
 /// change that probably made it refuse.
 const REFUSED_WAIT: Duration = Duration::from_millis(500);
 
-/// Waits for the document's next change until `deadline`; false when the
-/// deadline passed or the document closed (the caller looks once more).
-async fn next_change(revision: &mut watch::Receiver<u64>, deadline: tokio::time::Instant) -> bool {
-    matches!(
-        tokio::time::timeout_at(deadline, revision.changed()).await,
-        Ok(Ok(()))
-    )
+/// Looks at the open buffer (`None`: closed) now and after each of its
+/// changes, for as long as `pending` says the look is not final and `wait`
+/// has not passed, and returns the last look. After the wait ends (or the
+/// document closes) it looks once more: a change may have landed just then.
+async fn watch_buffer<T>(
+    state: &State,
+    uri: &Url,
+    revision: &mut watch::Receiver<u64>,
+    wait: Duration,
+    look: impl Fn(Option<&Rope>) -> T,
+    pending: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut last_look = false;
+    loop {
+        // Marked seen before looking, so a change after the look wakes us.
+        revision.borrow_and_update();
+        let now = look(state.documents.get(uri).as_ref().map(|d| &d.document.rope));
+        if !pending(&now) || last_look {
+            return now;
+        }
+        let changed = tokio::time::timeout_at(deadline, revision.changed()).await;
+        last_look = !matches!(changed, Ok(Ok(())));
+    }
 }
 
 async fn wait_for_typing_pause(state: &State, uri: &Url) {
@@ -428,10 +429,6 @@ async fn wait_for_typing_pause(state: &State, uri: &Url) {
             _ => return,
         }
     }
-}
-
-fn buffer_text(state: &State, uri: &Url) -> Option<String> {
-    state.text(uri)
 }
 
 /// The smallest single replacement turning `old` into `new`: `old[start..old_end]`

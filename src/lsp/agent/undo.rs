@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tower_lsp::jsonrpc::{Error, Result};
@@ -13,10 +14,8 @@ use tower_lsp::lsp_types::{MessageType, Url};
 
 use super::super::state::State;
 use super::{arg, host, internal, CANCEL, UNDO};
-use futures::future::BoxFuture;
-
 use crate::agent::host::{BufferEdit, SaveOutcome};
-use crate::agent::undo::{undo as agent_undo, Buffers, UndoError, Undone};
+use crate::agent::undo::{relative, undo as agent_undo, Buffers, UndoError, Undone};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -54,12 +53,7 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
         buffers: restored_buffers,
         notes,
     } = undone;
-    let rel = |p: &Path| {
-        p.strip_prefix(&root)
-            .unwrap_or(p)
-            .to_string_lossy()
-            .into_owned()
-    };
+    let rel = |p: &Path| relative(&root, p);
     let uri = |p: &PathBuf| {
         Url::from_file_path(p)
             .map(|u| u.to_string())
