@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-/// Latency samples kept per series (a sliding window).
-const WINDOW: usize = 2000;
+use crate::latency::{Percentiles, Samples};
+
 /// Ids of shown suggestions remembered for acceptance.
 const SHOWN_IDS: usize = 512;
 
@@ -38,45 +38,6 @@ pub struct Stats {
     total: Samples,
     cache_hit: Samples,
     shown_ids: VecDeque<String>,
-}
-
-#[derive(Default)]
-struct Samples(VecDeque<f64>);
-
-impl Samples {
-    fn push(&mut self, d: Duration) {
-        if self.0.len() == WINDOW {
-            self.0.pop_front();
-        }
-        self.0.push_back(d.as_secs_f64() * 1000.0);
-    }
-
-    fn percentiles(&self) -> Percentiles {
-        let mut v: Vec<f64> = self.0.iter().copied().collect();
-        v.sort_by(f64::total_cmp);
-        let at = |q: f64| -> Option<f64> {
-            if v.is_empty() {
-                return None;
-            }
-            let i = ((v.len() as f64 - 1.0) * q).round() as usize;
-            v.get(i).map(|x| (x * 1000.0).round() / 1000.0)
-        };
-        Percentiles {
-            count: v.len(),
-            p50: at(0.5),
-            p90: at(0.9),
-            p99: at(0.99),
-        }
-    }
-}
-
-/// Milliseconds; `None` until there are samples.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Percentiles {
-    pub count: usize,
-    pub p50: Option<f64>,
-    pub p90: Option<f64>,
-    pub p99: Option<f64>,
 }
 
 /// The `fettle/stats` answer.

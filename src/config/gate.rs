@@ -132,6 +132,18 @@ pub const GATED: &[Gated] = &[
                  choose \"save\")",
     },
     Gated {
+        key: "edit.actions",
+        rule: Rule::Always,
+        reason: "code-action presets: a title shown in your editor and a different instruction \
+                 sent to the model (a workspace could label an edit it did not describe)",
+    },
+    Gated {
+        key: "edit.confirm",
+        rule: Rule::Tighten(confirm_no_looser),
+        reason: "applies rewrites without showing them first (a workspace may only choose \
+                 \"ask\")",
+    },
+    Gated {
         key: "agent.protected_paths",
         rule: Rule::Union,
         reason: "a workspace may add protected paths but not remove yours",
@@ -373,4 +385,8 @@ pub fn by_file(ignored: &[IgnoredKey]) -> Vec<UntrustedFile<'_>> {
         }
     }
     out
+}
+
+fn confirm_no_looser(value: &Value, _below: Option<&Value>) -> bool {
+    value.as_str() == Some("ask")
 }

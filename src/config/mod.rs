@@ -20,8 +20,8 @@ mod validate;
 pub use files::{parse_toml, read_toml_file, user_config_path, workspace_config_path};
 pub use gate::{IgnoredKey, Rule, UntrustedFile, GATED};
 pub use schema::{
-    expand_home, AgentConfig, CommandPolicy, CompletionConfig, Config, DiagnosticsConfig,
-    EditConfig, FimTemplate, IndexConfig, LogConfig, ModelConfig, Multiline, Provider, SandboxMode,
+    expand_home, AgentConfig, CodeActionsMode, CommandPolicy, CompletionConfig, Config,
+    ConfirmMode, DiagnosticsConfig, EditAction, EditConfig, FimTemplate, IndexConfig, LogConfig, ModelConfig, Multiline, Provider, SandboxMode,
     UnsavedBuffers, BUILTIN_MODEL, DEFAULT_LOCAL_MODEL_PATH,
 };
 

@@ -278,12 +278,65 @@ impl Default for CompletionConfig {
 #[serde(default)]
 pub struct EditConfig {
     pub model: String,
+    /// Presets offered as code actions on a selection.
+    pub actions: Vec<EditAction>,
+    /// When Fettle's code actions are listed: on every request, only when
+    /// the user asked (not on the editor's automatic lightbulb requests),
+    /// or never.
+    pub code_actions: CodeActionsMode,
+    /// Ask before applying a rewrite (`ask`) or apply it at once (`never`).
+    pub confirm: ConfirmMode,
+    /// Upper bound on the rewrite prompt, in tokens (a local model's
+    /// context window bounds it further).
+    pub max_prompt_tokens: u32,
 }
 impl Default for EditConfig {
     fn default() -> Self {
         Self {
             model: BUILTIN_MODEL.to_string(),
+            actions: EditAction::defaults(),
+            code_actions: CodeActionsMode::Invoked,
+            confirm: ConfirmMode::Never,
+            max_prompt_tokens: 6000,
         }
+    }
+}
+
+/// A code-action preset: its title (shown as `Fettle: <title>`) and the
+/// instruction the model gets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditAction {
+    pub title: String,
+    pub instruction: String,
+}
+
+impl EditAction {
+    pub fn defaults() -> Vec<EditAction> {
+        [
+            (
+                "Add documentation",
+                "Add documentation comments (docstrings or doc comments, in this language's usual style) to the definitions in this code. Do not change the code itself.",
+            ),
+            (
+                "Simplify",
+                "Simplify this code: make it shorter and clearer without changing what it does.",
+            ),
+            (
+                "Add type annotations",
+                "Add type annotations to this code where the language supports them. Do not change what it does.",
+            ),
+            (
+                "Handle errors",
+                "Make this code handle its error cases (failed calls, missing values, bad input) in this language's usual way.",
+            ),
+        ]
+        .into_iter()
+        .map(|(title, instruction)| EditAction {
+            title: title.to_owned(),
+            instruction: instruction.to_owned(),
+        })
+        .collect()
     }
 }
 
@@ -507,5 +560,23 @@ keyword_enum!(
         Auto => "auto",
         Off => "off",
         Workspace => "workspace",
+    }
+);
+
+keyword_enum!(
+    /// When code actions are listed: `always`, `invoked` (not on the
+    /// editor's automatic requests) or `never`.
+    CodeActionsMode, "code-actions mode", default = Invoked, {
+        Always => "always",
+        Invoked => "invoked",
+        Never => "never",
+    }
+);
+
+keyword_enum!(
+    /// Whether a rewrite asks before it is applied.
+    ConfirmMode, "confirm mode", default = Never, {
+        Never => "never",
+        Ask => "ask",
     }
 );

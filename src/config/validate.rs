@@ -75,6 +75,26 @@ pub(crate) fn validate(config: &Config, is_default: &dyn Fn(&[Seg]) -> bool) -> 
         &["completion", "max_prompt_tokens"],
         config.completion.max_prompt_tokens.into(),
     );
+    f.positive(
+        &["edit", "max_prompt_tokens"],
+        config.edit.max_prompt_tokens.into(),
+    );
+    for (i, action) in config.edit.actions.iter().enumerate() {
+        for (field, value) in [("title", &action.title), ("instruction", &action.instruction)] {
+            if value.trim().is_empty() {
+                let segs = vec![
+                    Seg::Key("edit".into()),
+                    Seg::Key("actions".into()),
+                    Seg::Index(i),
+                    Seg::Key(field.into()),
+                ];
+                f.errors.push(Finding {
+                    segs,
+                    message: "must not be empty".to_owned(),
+                });
+            }
+        }
+    }
     let agent = &config.agent;
     f.positive(&["agent", "max_iterations"], agent.max_iterations.into());
     f.positive(&["agent", "max_tool_calls"], agent.max_tool_calls.into());

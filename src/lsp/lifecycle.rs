@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tower_lsp::jsonrpc::Result;
 use tower_lsp::lsp_types::{
-    CompletionOptions, DocumentSymbolOptions, ExecuteCommandOptions, ExecuteCommandParams,
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions, DocumentSymbolOptions, ExecuteCommandOptions, ExecuteCommandParams,
     InitializeParams, InitializeResult, InitializedParams, OneOf, Registration, SaveOptions,
     ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
     TextDocumentSyncOptions, TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities,
@@ -103,9 +103,21 @@ pub fn capabilities(encoding: PositionEncoding, as_completion_item: bool) -> Ser
             file_operations: None,
         }),
         completion_provider: as_completion_item.then(CompletionOptions::default),
+        code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+            code_action_kinds: Some(vec![
+                CodeActionKind::QUICKFIX,
+                CodeActionKind::REFACTOR_REWRITE,
+            ]),
+            resolve_provider: Some(false),
+            work_done_progress_options: Default::default(),
+        })),
         execute_command_provider: Some(ExecuteCommandOptions {
-            commands: std::iter::once(super::inline_completion::ACCEPT_COMMAND)
-                .chain(super::agent::COMMANDS)
+            commands: [
+                super::inline_completion::ACCEPT_COMMAND,
+                super::rewrite::REWRITE,
+            ]
+            .into_iter()
+            .chain(super::agent::COMMANDS)
                 .map(str::to_owned)
                 .collect(),
             work_done_progress_options: Default::default(),
@@ -129,6 +141,7 @@ pub async fn execute_command(
     let args = &params.arguments;
     match params.command.as_str() {
         super::inline_completion::ACCEPT_COMMAND => super::inline_completion::accept(state, args),
+        super::rewrite::REWRITE => super::rewrite::rewrite(state, args, token).await,
         super::agent::CHAT => super::agent::chat(state, args, token).await,
         super::agent::FIX_DIAGNOSTICS => super::agent::fix_diagnostics(state, args, token).await,
         super::agent::CANCEL => super::agent::cancel(state, args),

@@ -3,6 +3,7 @@
 //! their results into LSP types (positions via `position`).
 
 mod agent;
+mod code_actions;
 mod documents;
 pub mod guard;
 mod index_queue;
@@ -13,6 +14,7 @@ mod open_document;
 mod params;
 mod progress;
 mod reload;
+mod rewrite;
 mod server;
 mod settings;
 mod state;

@@ -80,6 +80,8 @@ pub fn stats(state: &State) -> serde_json::Result<serde_json::Value> {
     let health = health::report(models.names());
     if let Some(map) = report.as_object_mut() {
         map.insert("models".to_string(), serde_json::to_value(health)?);
+        let edit = state.rewrite.stats.lock().report();
+        map.insert("edit".to_string(), serde_json::to_value(edit)?);
     }
     Ok(report)
 }

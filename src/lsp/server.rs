@@ -8,7 +8,9 @@ use tower_lsp::{Client, LanguageServer};
 
 use super::index_queue::{self, IndexQueue};
 use super::state::State;
-use super::{agent, documents, inline_completion, lifecycle, settings, symbols, workspace};
+use super::{
+    agent, code_actions, documents, inline_completion, lifecycle, settings, symbols, workspace,
+};
 
 pub struct Server {
     state: Arc<State>,
@@ -80,6 +82,10 @@ impl LanguageServer for Server {
         symbols::workspace_symbol(&self.state, params).await
     }
 
+    async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        code_actions::code_action(&self.state, params).await
+    }
+
     async fn completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
         inline_completion::as_completion_items(&self.state, params).await
     }
@@ -105,7 +111,9 @@ impl Server {
         &self,
         params: tower_lsp::lsp_types::WorkDoneProgressCancelParams,
     ) {
-        agent::progress_cancelled(&self.state, &params.token);
+        if !super::rewrite::progress_cancelled(&self.state, &params.token) {
+            agent::progress_cancelled(&self.state, &params.token);
+        }
     }
 
     /// Takes no parameters: none, null, `{}` or `[]` (Lua's `{}`).

@@ -56,6 +56,8 @@ pub struct State {
     pub completion: Arc<Engine>,
     /// The running agent task.
     pub agent: super::agent::AgentState,
+    /// Rewrites (`fettle.rewrite`) in flight, and their statistics.
+    pub rewrite: super::rewrite::RewriteState,
     /// Reloading the configuration files when they change.
     pub config_watch: super::reload::ConfigWatch,
 }
@@ -75,7 +77,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    fn of(doc: &crate::document::Document) -> Self {
+    pub(super) fn of(doc: &crate::document::Document) -> Self {
         Self {
             uri: doc.uri.clone(),
             version: doc.version,
@@ -112,6 +114,7 @@ impl State {
             index_updates,
             completion: Default::default(),
             agent: Default::default(),
+            rewrite: Default::default(),
             config_watch: Default::default(),
         }
     }

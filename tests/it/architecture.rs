@@ -60,6 +60,7 @@ fn engines_know_nothing_about_lsp() {
         "config",
         "model",
         "completion",
+        "edit",
         "agent",
         "secrets",
         "mock",
@@ -166,6 +167,7 @@ fn dependencies_point_down() {
         "config",
         "model",
         "completion",
+        "edit",
         "agent",
         "secrets",
         "mock",
@@ -176,6 +178,11 @@ fn dependencies_point_down() {
     let mut found = offending(&engines, &["crate::lsp", "crate::cli"]);
     found.extend(offending(&files_of(&["completion"]), &["crate::agent"]));
     found.extend(offending(&files_of(&["agent"]), &["crate::completion"]));
+    // The edit engine stands beside completion and the agent, on neither.
+    found.extend(offending(
+        &files_of(&["edit"]),
+        &["crate::completion", "crate::agent"],
+    ));
     let mut not_cli = Vec::new();
     rust_files(&src(), &mut not_cli);
     not_cli.retain(|p| {

@@ -40,6 +40,7 @@ mod config_messages;
 mod config_trust;
 mod doctor_models;
 mod document_props;
+mod edit_engine;
 mod e2e;
 mod fim_templates;
 mod index;

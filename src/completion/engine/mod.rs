@@ -130,6 +130,17 @@ impl Engine {
     }
 
     /// The statistics so far.
+    /// The redactor for prompts from `root`, knowing the dotenv values of
+    /// open secret buffers (`secret_values`); shared with rewrites. May
+    /// walk the workspace for dotenv files: call it off the async runtime.
+    pub fn redactor(
+        &self,
+        root: Option<&std::path::Path>,
+        secret_values: Vec<String>,
+    ) -> Arc<crate::secrets::Redactor> {
+        self.redactor.get(root, secret_values)
+    }
+
     pub fn stats(&self) -> Report {
         self.stats.lock().report()
     }

@@ -4,6 +4,7 @@
 //! lets it stop cleanly rather than dropping it mid-write.
 
 mod host;
+pub use host::TaskEventNotification;
 mod undo;
 
 pub use undo::undo;

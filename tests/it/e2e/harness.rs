@@ -469,7 +469,13 @@ impl Lsp {
                 .to_owned();
             let (version, mut text) = self.buffers[&uri].clone();
             let edits = change["edits"].as_array().cloned().unwrap_or_default();
-            for edit in &edits {
+            // All ranges refer to the text before the edit: apply the last first.
+            let mut ordered = edits;
+            ordered.sort_by_key(|e| {
+                let at = |k: &str| e["range"]["start"][k].as_u64().unwrap_or(0);
+                std::cmp::Reverse((at("line"), at("character")))
+            });
+            for edit in &ordered {
                 text = apply_utf8_edit(
                     &text,
                     &edit["range"],
@@ -480,7 +486,7 @@ impl Lsp {
             self.notify(
                 "textDocument/didChange",
                 json!({ "textDocument": { "uri": uri, "version": version + 1 },
-                        "contentChanges": edits.iter().map(|e| json!({ "range": e["range"], "text": e["newText"] })).collect::<Vec<_>>() }),
+                        "contentChanges": ordered.iter().map(|e| json!({ "range": e["range"], "text": e["newText"] })).collect::<Vec<_>>() }),
             );
         }
         json!({ "applied": true })

@@ -13,6 +13,7 @@ mod lifecycle;
 mod logging;
 mod models;
 mod neovim;
+mod rewrite;
 mod robustness;
 mod robustness_eof;
 mod robustness_framing;

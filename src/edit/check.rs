@@ -1,0 +1,95 @@
+//! The syntax guard: a rewrite may not leave the document with more syntax
+//! errors than it had (tree-sitter's ERROR and MISSING nodes).
+use std::ops::Range;
+
+use ropey::Rope;
+use tree_sitter::{InputEdit, Node, Tree};
+
+use crate::position::{ts_point, ts_point_advance};
+use crate::syntax::{parse_rope, syntax_errors, Language};
+
+/// The document with `range` replaced by `text`, parsed (incrementally from
+/// `tree` when there is one).
+pub struct Replaced {
+    pub rope: Rope,
+    pub tree: Option<Tree>,
+}
+
+pub fn replace(
+    language: Option<Language>,
+    rope: &Rope,
+    tree: Option<&Tree>,
+    range: Range<usize>,
+    text: &str,
+) -> Replaced {
+    let lone_cr = rope.bytes().any(|b| b == b'\r');
+    let start_position = ts_point(rope, range.start, lone_cr);
+    let removed: Vec<u8> = rope.bytes_at(range.start).take(range.len()).collect();
+    let edit = InputEdit {
+        start_byte: range.start,
+        old_end_byte: range.end,
+        new_end_byte: range.start + text.len(),
+        start_position,
+        old_end_position: ts_point_advance(start_position, &removed),
+        new_end_position: ts_point_advance(start_position, text.as_bytes()),
+    };
+    let mut new_rope = rope.clone();
+    let (from, to) = (rope.byte_to_char(range.start), rope.byte_to_char(range.end));
+    new_rope.remove(from..to);
+    new_rope.insert(from, text);
+    let old = tree.map(|t| {
+        let mut t = t.clone();
+        t.edit(&edit);
+        t
+    });
+    let tree = language.and_then(|lang| parse_rope(lang, &new_rope, old.as_ref()));
+    Replaced {
+        rope: new_rope,
+        tree,
+    }
+}
+
+/// ERROR and MISSING nodes in `tree`.
+pub fn error_count(tree: &Tree) -> usize {
+    fn walk(node: Node<'_>, count: &mut usize) {
+        if node.is_error() || node.is_missing() {
+            *count += 1;
+            return;
+        }
+        if !node.has_error() {
+            return;
+        }
+        let mut cursor = node.walk();
+        for child in node.children(&mut cursor) {
+            walk(child, count);
+        }
+    }
+    let mut count = 0;
+    walk(tree.root_node(), &mut count);
+    count
+}
+
+/// The syntax errors of `replaced`, those inside `region` (bytes of the
+/// new text) first, as `line N: message` (1-based lines of the new text).
+pub fn describe_errors(replaced: &Replaced, region: Range<usize>) -> Vec<String> {
+    let Some(tree) = &replaced.tree else {
+        return Vec::new();
+    };
+    let text = replaced.rope.to_string();
+    let errors = syntax_errors(tree, &text, 20);
+    let (inside, outside): (Vec<_>, Vec<_>) = errors
+        .iter()
+        .partition(|e| e.range.start >= region.start && e.range.start <= region.end);
+    let mut lines: Vec<String> = Vec::new();
+    for e in inside.into_iter().chain(outside) {
+        let line = replaced.rope.byte_to_line(e.range.start.min(text.len())) + 1;
+        let described = format!("line {line}: {}", e.message);
+        if !lines.contains(&described) {
+            lines.push(described);
+        }
+        if lines.len() == 3 {
+            break;
+        }
+    }
+    lines
+}
