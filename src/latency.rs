@@ -46,4 +46,3 @@ pub struct Percentiles {
     pub p90: Option<f64>,
     pub p99: Option<f64>,
 }
-

@@ -21,8 +21,9 @@ pub use files::{parse_toml, read_toml_file, user_config_path, workspace_config_p
 pub use gate::{IgnoredKey, Rule, UntrustedFile, GATED};
 pub use schema::{
     expand_home, AgentConfig, CodeActionsMode, CommandPolicy, CompletionConfig, Config,
-    ConfirmMode, DiagnosticsConfig, EditAction, EditConfig, FimTemplate, IndexConfig, LogConfig, ModelConfig, Multiline, Provider, SandboxMode,
-    UnsavedBuffers, BUILTIN_MODEL, DEFAULT_LOCAL_MODEL_PATH,
+    ConfirmMode, DiagnosticsConfig, EditAction, EditConfig, FimTemplate, IndexConfig, LogConfig,
+    ModelConfig, Multiline, Provider, SandboxMode, UnsavedBuffers, BUILTIN_MODEL,
+    DEFAULT_LOCAL_MODEL_PATH,
 };
 
 /// Where a configuration value came from, lowest priority first.

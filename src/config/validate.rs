@@ -80,7 +80,10 @@ pub(crate) fn validate(config: &Config, is_default: &dyn Fn(&[Seg]) -> bool) -> 
         config.edit.max_prompt_tokens.into(),
     );
     for (i, action) in config.edit.actions.iter().enumerate() {
-        for (field, value) in [("title", &action.title), ("instruction", &action.instruction)] {
+        for (field, value) in [
+            ("title", &action.title),
+            ("instruction", &action.instruction),
+        ] {
             if value.trim().is_empty() {
                 let segs = vec![
                     Seg::Key("edit".into()),

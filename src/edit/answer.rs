@@ -28,7 +28,10 @@ pub fn extract_code(answer: &str) -> Option<String> {
     }
     // No fence: a model that answered with bare code. Drop a chat preamble.
     let mut lines: Vec<&str> = answer.lines().collect();
-    while lines.first().is_some_and(|l| l.trim().is_empty() || is_preamble(l)) {
+    while lines
+        .first()
+        .is_some_and(|l| l.trim().is_empty() || is_preamble(l))
+    {
         lines.remove(0);
     }
     while lines.last().is_some_and(|l| l.trim().is_empty()) {
@@ -100,8 +103,17 @@ fn fence_of(line: &str) -> Option<(char, usize)> {
 fn is_preamble(line: &str) -> bool {
     let lower = line.trim().to_lowercase();
     const OPENERS: &[&str] = &[
-        "here", "sure", "certainly", "okay", "ok,", "of course", "below", "the updated",
-        "the rewritten", "the new", "this is",
+        "here",
+        "sure",
+        "certainly",
+        "okay",
+        "ok,",
+        "of course",
+        "below",
+        "the updated",
+        "the rewritten",
+        "the new",
+        "this is",
     ];
     OPENERS.iter().any(|o| lower.starts_with(o)) && !lower.contains('(') && !lower.contains('=')
 }
@@ -110,7 +122,11 @@ fn is_preamble(line: &str) -> bool {
 /// the instruction comment dropped, indentation and line endings made the
 /// document's, the trailing newline made the selection's.
 pub fn fit(code: &str, fit: &Fit<'_>) -> String {
-    let mut lines: Vec<String> = code.replace("\r\n", "\n").lines().map(str::to_owned).collect();
+    let mut lines: Vec<String> = code
+        .replace("\r\n", "\n")
+        .lines()
+        .map(str::to_owned)
+        .collect();
     trim_repeated_context(&mut lines, fit);
     if let Some(comment) = fit.instruction_comment {
         drop_instruction_comment(&mut lines, comment);
@@ -260,10 +276,7 @@ mod tests {
             extract_code("Sure:\n~~~py\nx = 1\n~~~\n").as_deref(),
             Some("x = 1\n")
         );
-        assert_eq!(
-            extract_code("```\nx = 1\ny").as_deref(),
-            Some("x = 1\ny")
-        );
+        assert_eq!(extract_code("```\nx = 1\ny").as_deref(), Some("x = 1\ny"));
         assert_eq!(extract_code("<think>hmm"), None);
         assert_eq!(extract_code("  \n"), None);
     }

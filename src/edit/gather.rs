@@ -133,7 +133,8 @@ fn describe_problem(rope: &Rope, p: &Problem) -> String {
 /// Some lines either side of `range`, when no definition encloses it.
 fn nearby_lines(rope: &Rope, range: Range<usize>) -> Range<usize> {
     let first = rope.byte_to_line(range.start).saturating_sub(NEARBY_LINES);
-    let last = (rope.byte_to_line(range.end) + NEARBY_LINES).min(rope.len_lines().saturating_sub(1));
+    let last =
+        (rope.byte_to_line(range.end) + NEARBY_LINES).min(rope.len_lines().saturating_sub(1));
     scope::whole_lines(rope, rope.line_to_byte(first)..rope.line_to_byte(last))
 }
 

@@ -71,7 +71,9 @@ pub fn rebase(old: &str, new: &str, guarded: Range<usize>, hunks: &[Hunk]) -> Op
     let old_starts = starts(&old_lines);
     let new_starts = starts(&new_lines);
     // The lines holding the guarded range must sit inside one unchanged run.
-    let first = old_starts.partition_point(|s| *s <= guarded.start).saturating_sub(1);
+    let first = old_starts
+        .partition_point(|s| *s <= guarded.start)
+        .saturating_sub(1);
     let last = old_starts
         .partition_point(|s| *s < guarded.end.max(guarded.start + 1))
         .saturating_sub(1)
@@ -121,8 +123,14 @@ mod tests {
         assert_eq!(
             h,
             vec![
-                Hunk { range: 12..14, text: "B\n".into() },
-                Hunk { range: 20..20, text: "f\n".into() },
+                Hunk {
+                    range: 12..14,
+                    text: "B\n".into()
+                },
+                Hunk {
+                    range: 20..20,
+                    text: "f\n".into()
+                },
             ]
         );
         let doc = format!("0123456789{old}tail");
@@ -133,10 +141,17 @@ mod tests {
     fn rebase_follows_changes_elsewhere_and_refuses_touching_ones() {
         let old = "x\ndef f():\n    return 1\ny\n";
         let rewritten = 2..24; // "def f():\n    return 1\n"
-        let h = hunks(&old[rewritten.clone()], "def f():\n    return 2\n", rewritten.start);
+        let h = hunks(
+            &old[rewritten.clone()],
+            "def f():\n    return 2\n",
+            rewritten.start,
+        );
         let typed_above = format!("# hi\n{old}");
         let moved = rebase(old, &typed_above, rewritten.clone(), &h).unwrap();
-        assert_eq!(apply(&typed_above, &moved), "# hi\nx\ndef f():\n    return 2\ny\n");
+        assert_eq!(
+            apply(&typed_above, &moved),
+            "# hi\nx\ndef f():\n    return 2\ny\n"
+        );
         let typed_below = format!("{old}z\n");
         assert_eq!(rebase(old, &typed_below, rewritten.clone(), &h).unwrap(), h);
         let typed_inside = old.replace("return 1", "return 11");

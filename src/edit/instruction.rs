@@ -27,14 +27,25 @@ mod tests {
     #[test]
     fn comments_of_several_languages() {
         let got = |t: &str| from_comment(t).map(|(i, _)| i);
-        assert_eq!(got("x = 1\n    # fettle: use a dict\n").as_deref(), Some("use a dict"));
-        assert_eq!(got("let a = 1; // fettle: rename a").as_deref(), Some("rename a"));
-        assert_eq!(got("/* fettle: inline this */\n").as_deref(), Some("inline this"));
+        assert_eq!(
+            got("x = 1\n    # fettle: use a dict\n").as_deref(),
+            Some("use a dict")
+        );
+        assert_eq!(
+            got("let a = 1; // fettle: rename a").as_deref(),
+            Some("rename a")
+        );
+        assert_eq!(
+            got("/* fettle: inline this */\n").as_deref(),
+            Some("inline this")
+        );
         assert_eq!(got("-- fettle: local it\r\n").as_deref(), Some("local it"));
         assert_eq!(got("# fettle:\nx"), None);
         assert_eq!(got("fettle: not a comment"), None);
         assert_eq!(
-            from_comment("  # fettle: do it  \n").map(|(_, c)| c).as_deref(),
+            from_comment("  # fettle: do it  \n")
+                .map(|(_, c)| c)
+                .as_deref(),
             Some("# fettle: do it")
         );
     }

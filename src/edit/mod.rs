@@ -125,7 +125,12 @@ impl Rewrite {
         let removed = self
             .hunks
             .iter()
-            .map(|h| lines(&self.old[h.range.start - self.plan.range.start..h.range.end - self.plan.range.start]))
+            .map(|h| {
+                lines(
+                    &self.old[h.range.start - self.plan.range.start
+                        ..h.range.end - self.plan.range.start],
+                )
+            })
             .sum();
         (added, removed)
     }
@@ -188,8 +193,18 @@ pub fn plan(doc: &Snapshot<'_>, ask: &Ask) -> Result<Plan, Refusal> {
     let len = doc.rope.len_bytes();
     let asked = ask.range.start.min(len)..ask.range.end.clamp(ask.range.start.min(len), len);
     let range = if !ask.problems.is_empty() {
-        let start = ask.problems.iter().map(|p| p.range.start).min().unwrap_or(asked.start);
-        let end = ask.problems.iter().map(|p| p.range.end).max().unwrap_or(asked.end);
+        let start = ask
+            .problems
+            .iter()
+            .map(|p| p.range.start)
+            .min()
+            .unwrap_or(asked.start);
+        let end = ask
+            .problems
+            .iter()
+            .map(|p| p.range.end)
+            .max()
+            .unwrap_or(asked.end);
         let start = start.min(asked.start).min(len);
         scope::fix_scope(&doc.rope, doc.tree.as_ref(), start..end.max(start).min(len))
     } else if asked.is_empty() {
@@ -264,7 +279,10 @@ pub async fn rewrite(
         },
     )?;
     let line_start = range.start == rope.line_to_byte(rope.byte_to_line(range.start));
-    let (before, after) = (lines_before(rope, range.start, 3), lines_after(rope, range.end, 3));
+    let (before, after) = (
+        lines_before(rope, range.start, 3),
+        lines_after(rope, range.end, 3),
+    );
     let fit = answer::Fit {
         selection: &old,
         line_start,
@@ -309,14 +327,19 @@ pub async fn rewrite(
         if new == old {
             return Err(with_time(Refusal::new(
                 Reason::Unchanged,
-                format!("the model `{}` returned the code unchanged", env.model.name()),
+                format!(
+                    "the model `{}` returned the code unchanged",
+                    env.model.name()
+                ),
             )));
         }
         if let Some(before) = errors_before {
-            let replaced = check::replace(doc.language, rope, doc.tree.as_ref(), range.clone(), &new);
+            let replaced =
+                check::replace(doc.language, rope, doc.tree.as_ref(), range.clone(), &new);
             let after = replaced.tree.as_ref().map(check::error_count).unwrap_or(0);
             if after > before {
-                let errors = check::describe_errors(&replaced, range.start..range.start + new.len());
+                let errors =
+                    check::describe_errors(&replaced, range.start..range.start + new.len());
                 let listed = errors.join("; ");
                 tracing::info!(attempts, before, after, %listed, "rewrite adds syntax errors");
                 if attempts == 1 {
@@ -347,7 +370,11 @@ pub async fn rewrite(
 }
 
 /// Streams one answer, forwarding its text; cancellable.
-async fn ask_model(env: &Env<'_>, messages: Vec<Message>, max_tokens: usize) -> Result<String, Refusal> {
+async fn ask_model(
+    env: &Env<'_>,
+    messages: Vec<Message>,
+    max_tokens: usize,
+) -> Result<String, Refusal> {
     let request = ChatRequest {
         messages,
         tools: Vec::new(),
@@ -400,14 +427,20 @@ fn errors_in(doc: &Snapshot<'_>) -> Option<usize> {
 /// Up to `n` lines just before the line `at` is in.
 fn lines_before(rope: &Rope, at: usize, n: usize) -> Vec<String> {
     let line = rope.byte_to_line(at);
-    (line.saturating_sub(n)..line).map(|l| line_text(rope, l)).collect()
+    (line.saturating_sub(n)..line)
+        .map(|l| line_text(rope, l))
+        .collect()
 }
 
 /// Up to `n` lines after `at`: from the next line, or from `at`'s own line
 /// when `at` is its start.
 fn lines_after(rope: &Rope, at: usize, n: usize) -> Vec<String> {
     let line = rope.byte_to_line(at);
-    let first = if at == rope.line_to_byte(line) { line } else { line + 1 };
+    let first = if at == rope.line_to_byte(line) {
+        line
+    } else {
+        line + 1
+    };
     let end = (first + n).min(rope.len_lines());
     (first..end)
         .map(|l| line_text(rope, l))
@@ -416,6 +449,8 @@ fn lines_after(rope: &Rope, at: usize, n: usize) -> Vec<String> {
 }
 
 fn line_text(rope: &Rope, line: usize) -> String {
-    rope.line(line).to_string().trim_end_matches(['\n', '\r']).to_owned()
+    rope.line(line)
+        .to_string()
+        .trim_end_matches(['\n', '\r'])
+        .to_owned()
 }
-

@@ -85,7 +85,10 @@ pub fn messages(
         }
     }
     let mut user = String::new();
-    let language = parts.language.map(|(name, _)| format!(" ({name})")).unwrap_or_default();
+    let language = parts
+        .language
+        .map(|(name, _)| format!(" ({name})"))
+        .unwrap_or_default();
     user.push_str(&format!("File: {}{language}\n\n", parts.path));
     if let Some(header) = header {
         user.push_str(&header);

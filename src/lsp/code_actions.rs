@@ -61,13 +61,21 @@ pub async fn code_action(
     };
     let wants = |kind: &CodeActionKind| {
         params.context.only.as_ref().is_none_or(|only| {
-            only.iter()
-                .any(|o| kind.as_str() == o.as_str() || kind.as_str().starts_with(&format!("{}.", o.as_str())))
+            only.iter().any(|o| {
+                kind.as_str() == o.as_str()
+                    || kind.as_str().starts_with(&format!("{}.", o.as_str()))
+            })
         })
     };
     let mut actions = Vec::new();
     if wants(&CodeActionKind::QUICKFIX) {
-        quick_fixes(&mut actions, &uri, version, range, &params.context.diagnostics);
+        quick_fixes(
+            &mut actions,
+            &uri,
+            version,
+            range,
+            &params.context.diagnostics,
+        );
     }
     if range.start != range.end && wants(&CodeActionKind::REFACTOR_REWRITE) {
         let rewrite_title = match &comment {
@@ -128,7 +136,11 @@ fn quick_fixes(
         ));
     }
     if distinct.len() > 1 {
-        let all: Vec<Diagnostic> = distinct.iter().take(MAX_FIX_ALL).map(|d| (*d).clone()).collect();
+        let all: Vec<Diagnostic> = distinct
+            .iter()
+            .take(MAX_FIX_ALL)
+            .map(|d| (*d).clone())
+            .collect();
         actions.push(action(
             "Fix all problems here",
             CodeActionKind::QUICKFIX,

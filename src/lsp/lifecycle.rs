@@ -5,11 +5,12 @@ use std::sync::Arc;
 use serde_json::json;
 use tower_lsp::jsonrpc::Result;
 use tower_lsp::lsp_types::{
-    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions, DocumentSymbolOptions, ExecuteCommandOptions, ExecuteCommandParams,
-    InitializeParams, InitializeResult, InitializedParams, OneOf, Registration, SaveOptions,
-    ServerCapabilities, ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind,
-    TextDocumentSyncOptions, TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities,
-    WorkspaceServerCapabilities, WorkspaceSymbolOptions,
+    CodeActionKind, CodeActionOptions, CodeActionProviderCapability, CompletionOptions,
+    DocumentSymbolOptions, ExecuteCommandOptions, ExecuteCommandParams, InitializeParams,
+    InitializeResult, InitializedParams, OneOf, Registration, SaveOptions, ServerCapabilities,
+    ServerInfo, TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
+    TextDocumentSyncSaveOptions, WorkspaceFoldersServerCapabilities, WorkspaceServerCapabilities,
+    WorkspaceSymbolOptions,
 };
 
 use super::settings;
@@ -118,8 +119,8 @@ pub fn capabilities(encoding: PositionEncoding, as_completion_item: bool) -> Ser
             ]
             .into_iter()
             .chain(super::agent::COMMANDS)
-                .map(str::to_owned)
-                .collect(),
+            .map(str::to_owned)
+            .collect(),
             work_done_progress_options: Default::default(),
         }),
         ..ServerCapabilities::default()

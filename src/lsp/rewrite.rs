@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use tower_lsp::jsonrpc::{Error, Result};
 use tower_lsp::lsp_types::request::ApplyWorkspaceEdit;
 use tower_lsp::lsp_types::{
-    ApplyWorkspaceEditParams,     Diagnostic, DiagnosticSeverity, DocumentChanges, MessageActionItem, MessageType,
-    NumberOrString, OneOf, OptionalVersionedTextDocumentIdentifier, ProgressToken, Range,
-    TextDocumentEdit, TextEdit, Url, WorkspaceEdit,
+    ApplyWorkspaceEditParams, Diagnostic, DiagnosticSeverity, DocumentChanges, MessageActionItem,
+    MessageType, NumberOrString, OneOf, OptionalVersionedTextDocumentIdentifier, ProgressToken,
+    Range, TextDocumentEdit, TextEdit, Url, WorkspaceEdit,
 };
 
 use super::agent::TaskEventNotification;
@@ -160,7 +160,15 @@ pub async fn rewrite(
     );
     let progress = Progress::begin_cancellable(state, "Fettle: rewriting", token).await;
     let registered = Registered::new(state, progress.token());
-    let result = run(state, &id, &args, snapshot, registered.cancel.clone(), &mut outcome).await;
+    let result = run(
+        state,
+        &id,
+        &args,
+        snapshot,
+        registered.cancel.clone(),
+        &mut outcome,
+    )
+    .await;
     drop(registered);
     let (applied, summary) = match result {
         Ok(summary) => {
@@ -180,7 +188,14 @@ pub async fn rewrite(
             (false, refusal.message)
         }
     };
-    event(state, &id, EventKind::Status, &summary, json!({ "applied": applied })).await;
+    event(
+        state,
+        &id,
+        EventKind::Status,
+        &summary,
+        json!({ "applied": applied }),
+    )
+    .await;
     progress.end(summary.clone()).await;
     Ok(Some(
         json!({ "applied": applied, "summary": summary, "taskId": id }),
@@ -188,7 +203,8 @@ pub async fn rewrite(
 }
 
 fn parse(args: &[Value]) -> Result<Args> {
-    let expected = |detail: String| Error::invalid_params(format!("{REWRITE} expects {SHAPE}; {detail}"));
+    let expected =
+        |detail: String| Error::invalid_params(format!("{REWRITE} expects {SHAPE}; {detail}"));
     let value = match args.first() {
         Some(value) if value.is_object() => value,
         Some(value) => return Err(expected(format!("got {}", super::params::describe(value)))),
@@ -262,7 +278,10 @@ async fn run(
         state,
         id,
         EventKind::Status,
-        &format!("rewriting {label} from line {first_line}: {}", plan.instruction),
+        &format!(
+            "rewriting {label} from line {first_line}: {}",
+            plan.instruction
+        ),
         json!({ "uri": args.uri, "instruction": plan.instruction }),
     )
     .await;
@@ -290,16 +309,29 @@ async fn run(
         .header(&label, &label)
         .to_string();
     if config.edit.confirm == ConfirmMode::Ask && !confirmed(state, &summary, &diff).await {
-        return Err(Refusal::new(Reason::Discarded, "discarded: the rewrite was not applied"));
+        return Err(Refusal::new(
+            Reason::Discarded,
+            "discarded: the rewrite was not applied",
+        ));
     }
     apply(state, &args.uri, &snapshot, &rewrite).await?;
-    event(state, id, EventKind::Edit, &summary, json!({ "uri": args.uri, "diff": diff })).await;
+    event(
+        state,
+        id,
+        EventKind::Edit,
+        &summary,
+        json!({ "uri": args.uri, "diff": diff }),
+    )
+    .await;
     Ok(summary)
 }
 
 /// The redactor for this workspace, knowing the values typed into open
 /// secret buffers (built off the runtime: it may walk the workspace).
-async fn redactor(state: &Arc<State>, root: Option<std::path::PathBuf>) -> Arc<crate::secrets::Redactor> {
+async fn redactor(
+    state: &Arc<State>,
+    root: Option<std::path::PathBuf>,
+) -> Arc<crate::secrets::Redactor> {
     let secret_buffers: Vec<ropey::Rope> = state
         .documents
         .iter()
@@ -326,7 +358,10 @@ async fn redactor(state: &Arc<State>, root: Option<std::path::PathBuf>) -> Arc<c
 }
 
 /// Sends the model's streamed text as `fettle/taskEvent`s, in order.
-fn forward_text(state: &Arc<State>, id: &str) -> (mpsc::UnboundedSender<String>, tokio::task::JoinHandle<()>) {
+fn forward_text(
+    state: &Arc<State>,
+    id: &str,
+) -> (mpsc::UnboundedSender<String>, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let client = state.client.clone();
     let id = id.to_owned();

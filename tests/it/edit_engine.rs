@@ -24,7 +24,8 @@ fn snapshot<'a>(path: &'a Path, text: &str, language: Language) -> Snapshot<'a> 
 }
 
 fn byte_of(text: &str, needle: &str) -> usize {
-    text.find(needle).unwrap_or_else(|| panic!("{needle:?} not in the text"))
+    text.find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} not in the text"))
 }
 
 #[test]
@@ -88,13 +89,16 @@ fn the_prompt_for_a_quick_fix() {
         max_prompt_tokens: 50,
         ..tight
     };
-    let refused = prepare(&doc, &plan, &ask.problems, &too_small).err().unwrap();
+    let refused = prepare(&doc, &plan, &ask.problems, &too_small)
+        .err()
+        .unwrap();
     assert!(refused.message.contains("too large"), "{}", refused.message);
 }
 
 #[test]
 fn secrets_in_the_selection_never_reach_the_prompt_and_come_back() {
-    let text = "def client():\n    return connect(token='ghp_abcdefghijklmnopqrstuvwxyz0123456789')\n";
+    let text =
+        "def client():\n    return connect(token='ghp_abcdefghijklmnopqrstuvwxyz0123456789')\n";
     let path = Path::new("/ws/client.py");
     let doc = snapshot(path, text, Language::Python);
     let plan = plan(
@@ -119,7 +123,11 @@ fn secrets_in_the_selection_never_reach_the_prompt_and_come_back() {
         count: &count,
     };
     let prepared = prepare(&doc, &plan, &[], &sources).unwrap();
-    let everything: String = prepared.messages.iter().map(|m| m.content.clone()).collect();
+    let everything: String = prepared
+        .messages
+        .iter()
+        .map(|m| m.content.clone())
+        .collect();
     assert!(!everything.contains("ghp_abcdef"), "{everything}");
     let answer = prepared.redacted.text.replace(
         "def client():\n",
@@ -132,7 +140,11 @@ fn secrets_in_the_selection_never_reach_the_prompt_and_come_back() {
 #[test]
 fn answers_are_extracted_and_fitted() {
     let selection = "    def total(self):\n        return sum(self.items)\n";
-    let before = ["class Cart:", "    def __init__(self):", "        self.items = []"];
+    let before = [
+        "class Cart:",
+        "    def __init__(self):",
+        "        self.items = []",
+    ];
     let after = ["", "    def clear(self):", "        self.items = []"];
     let cases: &[(&str, &str)] = &[
         (

@@ -81,7 +81,11 @@ fn code_actions(lsp: &mut Lsp, uri: &str, range: Value, diagnostics: Value, trig
 fn titles(actions: &Value) -> Vec<String> {
     actions
         .as_array()
-        .map(|a| a.iter().map(|x| x["title"].as_str().unwrap().to_owned()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|x| x["title"].as_str().unwrap().to_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -141,7 +145,10 @@ fn listing_is_instant_and_never_asks_the_model() {
         )
         .unwrap();
     assert_eq!(titles(&only).len(), 3);
-    assert!(mock.server.requests().is_empty(), "listing called the model");
+    assert!(
+        mock.server.requests().is_empty(),
+        "listing called the model"
+    );
 }
 
 #[test]
@@ -159,7 +166,10 @@ fn code_actions_setting_and_presets_from_the_user() {
         ["Fettle: Rewrite…", "Fettle: Use f-strings"]
     );
     // A `fettle:` comment in the selection names the rewrite.
-    let commented = SHOP.replace("    result = 0\n", "    # fettle: use sum()\n    result = 0\n");
+    let commented = SHOP.replace(
+        "    result = 0\n",
+        "    # fettle: use sum()\n    result = 0\n",
+    );
     lsp.notify(
         "textDocument/didChange",
         json!({ "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [ { "text": commented } ] }),
@@ -188,7 +198,10 @@ fn a_rewrite_sends_only_the_changed_lines_and_reports_its_text() {
     assert_eq!(lsp.buffers[&uri].1, expected);
     let applies = applies(&lsp);
     assert_eq!(applies.len(), 1);
-    assert!(applies[0]["params"]["label"].as_str().unwrap().starts_with("Fettle: "));
+    assert!(applies[0]["params"]["label"]
+        .as_str()
+        .unwrap()
+        .starts_with("Fettle: "));
     let change = &applies[0]["params"]["edit"]["documentChanges"][0];
     assert_eq!(change["textDocument"]["version"], 1);
     assert_eq!(
@@ -198,7 +211,12 @@ fn a_rewrite_sends_only_the_changed_lines_and_reports_its_text() {
     );
     // The prompt: path, language, the selection delimited, the instruction.
     let body = &chat_bodies(&mock)[0];
-    for needle in ["shop.py (Python)", "Selected code (lines 4-8)", "Instruction: Add a docstring", "import os"] {
+    for needle in [
+        "shop.py (Python)",
+        "Selected code (lines 4-8)",
+        "Instruction: Add a docstring",
+        "import os",
+    ] {
         assert!(body.contains(needle), "prompt lacks {needle:?}: {body}");
     }
     // The streamed text reached the client as taskEvents, then the outcome.
@@ -210,7 +228,10 @@ fn a_rewrite_sends_only_the_changed_lines_and_reports_its_text() {
         .collect();
     assert_eq!(streamed, answer);
     assert!(events.iter().any(|e| e["kind"] == "edit"
-        && e["data"]["diff"].as_str().unwrap().contains("+    \"\"\"The summed")));
+        && e["data"]["diff"]
+            .as_str()
+            .unwrap()
+            .contains("+    \"\"\"The summed")));
     let stats = lsp.request("fettle/stats", json!(null)).unwrap();
     assert_eq!(stats["edit"]["requested"], 1);
     assert_eq!(stats["edit"]["applied"], 1);
@@ -228,7 +249,13 @@ fn a_quick_fix_rewrites_the_enclosing_function_and_shows_the_model_the_diagnosti
     lsp.open(&uri, "python", &broken);
     let diagnostic = json!({ "range": range(11, 11, 11, 16), "severity": 1, "source": "pyflakes",
                              "code": "F821", "message": "undefined name 'amont'" });
-    let actions = code_actions(&mut lsp, &uri, range(11, 12, 11, 12), json!([diagnostic]), 1);
+    let actions = code_actions(
+        &mut lsp,
+        &uri,
+        range(11, 12, 11, 12),
+        json!([diagnostic]),
+        1,
+    );
     let args = actions[0]["command"]["arguments"][0].clone();
     let result = rewrite(&mut lsp, args);
     assert_eq!(result["applied"], true, "{result}");
@@ -238,7 +265,10 @@ fn a_quick_fix_rewrites_the_enclosing_function_and_shows_the_model_the_diagnosti
         body.contains("line 12, error [pyflakes F821]: undefined name 'amont'"),
         "{body}"
     );
-    assert!(body.contains("Selected code (lines 11-12)"), "whole function: {body}");
+    assert!(
+        body.contains("Selected code (lines 11-12)"),
+        "whole function: {body}"
+    );
 }
 
 #[test]
@@ -251,7 +281,11 @@ fn positions_with_emoji_before_the_range_in_utf16_and_utf8() {
         let mut lsp = start(&ws, options(&mock, json!({})), encoding);
         lsp.open(&uri, "python", text);
         // `price = 3`: after the emoji (2 UTF-16 units, 4 UTF-8 bytes).
-        let (start, end) = if encoding == "utf-8" { (21, 30) } else { (19, 28) };
+        let (start, end) = if encoding == "utf-8" {
+            (21, 30)
+        } else {
+            (19, 28)
+        };
         // The harness's buffer model speaks UTF-8: read the edit, not the buffer.
         lsp.apply_edits = false;
         let id = lsp.send_request(
@@ -272,7 +306,8 @@ fn positions_with_emoji_before_the_range_in_utf16_and_utf8() {
 #[test]
 fn an_answer_that_breaks_the_syntax_is_retried_once_then_refused() {
     let broken = "```python\ndef tax(amount)\n    return amount * 0.2\n```";
-    let mock = mock(&json!({ "responses": [ { "text": broken }, { "text": broken } ] }).to_string());
+    let mock =
+        mock(&json!({ "responses": [ { "text": broken }, { "text": broken } ] }).to_string());
     let ws = Workspace::new(&[("shop.py", SHOP)]);
     let uri = ws.uri("shop.py");
     let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
@@ -288,9 +323,15 @@ fn an_answer_that_breaks_the_syntax_is_retried_once_then_refused() {
     assert_eq!(lsp.buffers[&uri].1, SHOP);
     let bodies = chat_bodies(&mock);
     assert_eq!(bodies.len(), 2, "one retry");
-    assert!(bodies[1].contains("syntax errors once it replaces the selection"), "{}", bodies[1]);
+    assert!(
+        bodies[1].contains("syntax errors once it replaces the selection"),
+        "{}",
+        bodies[1]
+    );
     let shown = lsp.pending_notifications("window/showMessage");
-    assert!(shown.iter().any(|m| m["message"].as_str().unwrap().contains("syntax errors")));
+    assert!(shown
+        .iter()
+        .any(|m| m["message"].as_str().unwrap().contains("syntax errors")));
     let stats = lsp.request("fettle/stats", json!(null)).unwrap();
     assert_eq!(stats["edit"]["refused"]["syntax_errors"], 1);
 }
@@ -329,7 +370,13 @@ fn typing_elsewhere_is_kept_and_typing_in_the_range_refuses() {
     lsp.type_text(&uri, 12, "    # mine\n");
     let result = lsp.response(&id)["result"].clone();
     assert_eq!(result["applied"], false, "{result}");
-    assert!(result["summary"].as_str().unwrap().contains("never overwrites"), "{result}");
+    assert!(
+        result["summary"]
+            .as_str()
+            .unwrap()
+            .contains("never overwrites"),
+        "{result}"
+    );
     assert_eq!(applies(&lsp).len(), before, "nothing sent");
     assert!(lsp.buffers[&uri].1.contains("    # mine\n"));
 }
@@ -369,14 +416,20 @@ fn cancelling_stops_the_model_and_changes_nothing() {
 
 #[test]
 fn instructions_from_a_comment_or_a_clear_error() {
-    let with_comment = SHOP.replace("    return amount * 0.2\n", "    # fettle: round to cents\n    return amount * 0.2\n");
+    let with_comment = SHOP.replace(
+        "    return amount * 0.2\n",
+        "    # fettle: round to cents\n    return amount * 0.2\n",
+    );
     let answer = "```python\ndef tax(amount):\n    # fettle: round to cents\n    return round(amount * 0.2, 2)\n```";
     let mock = mock(&json!({ "responses": [ { "text": answer } ] }).to_string());
     let ws = Workspace::new(&[("shop.py", &with_comment)]);
     let uri = ws.uri("shop.py");
     let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
     lsp.open(&uri, "python", &with_comment);
-    let result = rewrite(&mut lsp, json!({ "uri": uri, "range": range(10, 0, 13, 0) }));
+    let result = rewrite(
+        &mut lsp,
+        json!({ "uri": uri, "range": range(10, 0, 13, 0) }),
+    );
     assert_eq!(result["applied"], true, "{result}");
     assert_eq!(
         lsp.buffers[&uri].1,
@@ -387,7 +440,10 @@ fn instructions_from_a_comment_or_a_clear_error() {
     // No instruction and no comment: a clear refusal, no model call.
     let result = rewrite(&mut lsp, json!({ "uri": uri, "range": range(3, 0, 8, 0) }));
     assert_eq!(result["applied"], false);
-    assert!(result["summary"].as_str().unwrap().contains("fettle:"), "{result}");
+    assert!(
+        result["summary"].as_str().unwrap().contains("fettle:"),
+        "{result}"
+    );
     assert_eq!(mock.server.requests().len(), 1);
     // Bad arguments and unknown documents: errors that say what is wrong.
     let err = lsp
@@ -396,20 +452,27 @@ fn instructions_from_a_comment_or_a_clear_error() {
             json!({ "command": "fettle.rewrite", "arguments": [ { "uri": "file:///nope.py", "range": range(0, 0, 0, 0) } ] }),
         )
         .unwrap_err();
-    assert!(err["message"].as_str().unwrap().contains("not open"), "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("not open"),
+        "{err}"
+    );
     let err = lsp
         .request(
             "workspace/executeCommand",
             json!({ "command": "fettle.rewrite", "arguments": [ "x" ] }),
         )
         .unwrap_err();
-    assert!(err["message"].as_str().unwrap().contains("expects"), "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("expects"),
+        "{err}"
+    );
 }
 
 #[test]
 fn confirm_ask_discards_when_the_user_says_so() {
     let answer = "```python\ndef tax(amount):\n    return amount * 0.3\n```";
-    let mock = mock(&json!({ "responses": [ { "text": answer }, { "text": answer } ] }).to_string());
+    let mock =
+        mock(&json!({ "responses": [ { "text": answer }, { "text": answer } ] }).to_string());
     let ws = Workspace::new(&[("shop.py", SHOP)]);
     let uri = ws.uri("shop.py");
     let mut lsp = start(&ws, options(&mock, json!({ "confirm": "ask" })), "utf-8");
@@ -424,7 +487,10 @@ fn confirm_ask_discards_when_the_user_says_so() {
         .iter()
         .find(|r| r["method"] == "window/showMessageRequest")
         .unwrap();
-    assert!(question["params"]["message"].as_str().unwrap().contains("+    return amount * 0.3"));
+    assert!(question["params"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("+    return amount * 0.3"));
     lsp.approvals.push_back(Some("Apply".to_owned()));
     let result = rewrite(&mut lsp, ask);
     assert_eq!(result["applied"], true, "{result}");
