@@ -46,6 +46,20 @@ impl Progress {
         client_token: Option<ProgressToken>,
         cancellable: bool,
     ) -> Self {
+        let progress = Self::acquire(state, client_token, cancellable).await;
+        progress.start(title).await;
+        progress
+    }
+
+    /// The progress's token (the client's, or one the client accepted),
+    /// before anything is reported: a cancel button can only be pressed
+    /// after [`Progress::start`], so whatever the token must stop can be
+    /// registered in between.
+    pub async fn acquire(
+        state: &State,
+        client_token: Option<ProgressToken>,
+        cancellable: bool,
+    ) -> Self {
         let token = match client_token {
             Some(token) => Some(token),
             None if client_supports_progress(state) => {
@@ -66,20 +80,22 @@ impl Progress {
             }
             None => None,
         };
-        let progress = Self {
+        Self {
             client: state.client.clone(),
             token,
             cancellable,
-        };
-        progress
-            .send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
-                title: title.to_owned(),
-                cancellable: Some(cancellable),
-                message: None,
-                percentage: Some(0),
-            }))
-            .await;
-        progress
+        }
+    }
+
+    /// Reports the start (the client shows the progress from here).
+    pub async fn start(&self, title: &str) {
+        self.send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
+            title: title.to_owned(),
+            cancellable: Some(self.cancellable),
+            message: None,
+            percentage: Some(0),
+        }))
+        .await;
     }
 
     pub async fn report(&self, message: String, percentage: Option<u32>) {

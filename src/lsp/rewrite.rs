@@ -158,8 +158,11 @@ pub async fn rewrite(
         "rewrite-{}",
         state.rewrite.counter.fetch_add(1, Ordering::Relaxed) + 1
     );
-    let progress = Progress::begin_cancellable(state, "Fettle: rewriting", token).await;
+    // Registered before the progress begins: its cancel button can then
+    // never be pressed too early.
+    let progress = Progress::acquire(state, token, true).await;
     let registered = Registered::new(state, progress.token());
+    progress.start("Fettle: rewriting").await;
     let result = run(
         state,
         &id,

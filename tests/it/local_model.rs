@@ -14,7 +14,7 @@ use fettle::model::{
 };
 use futures::StreamExt;
 
-fn model_path() -> Option<PathBuf> {
+pub(crate) fn model_path() -> Option<PathBuf> {
     let path = std::env::var_os("FETTLE_TEST_MODEL")
         .map(PathBuf::from)
         .unwrap_or_else(|| fettle::config::expand_home(fettle::config::DEFAULT_LOCAL_MODEL_PATH));

@@ -493,3 +493,79 @@ fn neovim_menu_item_inserts_several_lines_as_they_are() {
         );
     }
 }
+
+const SHOP_PY: &str = "import os\n\n\ndef total(items):\n    result = 0\n    for item in items:\n        result = result + item.price\n    return result\n";
+
+/// The issue's "done when": in Neovim 0.11, a user selects a function and
+/// picks "Fettle: Add documentation" from `vim.lsp.buf.code_action()`: the
+/// function is documented (only the changed line is sent), and one `u`
+/// undoes it.
+#[test]
+fn neovim_code_action_documents_a_function_and_one_undo_restores_it() {
+    let Some(nvim) = nvim() else {
+        assert!(
+            std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
+            "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
+        );
+        eprintln!("skipping: Neovim 0.11 not found (set FETTLE_NVIM)");
+        return;
+    };
+    let ws = Workspace::new(&[("shop.py", SHOP_PY)]);
+    let answer = "Here it is:\n```python\ndef total(items):\n    \"\"\"Return the summed price of `items`.\"\"\"\n    result = 0\n    for item in items:\n        result = result + item.price\n    return result\n```";
+    let script = fettle::mock::Script::from_json(
+        &serde_json::json!({ "responses": [ { "text": answer } ] }).to_string(),
+    )
+    .unwrap();
+    let mock = super::harness::BackgroundMock::start(script);
+    let init = serde_json::json!({
+        "models": { "mock": { "provider": "openai", "base_url": format!("{}/v1", mock.server.url()), "model": "mock", "max_retries": 0 } },
+        "edit": { "model": "mock" },
+    });
+    let out = ws.root().join("nvim-code-action.json");
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let state = tempfile::tempdir().unwrap();
+    let status = Command::new(nvim)
+        .args(["--headless", "-n", "-i", "NONE", "-u"])
+        .arg(manifest.join("tests/fixtures/neovim/code_action.lua"))
+        .arg(ws.path("shop.py"))
+        .current_dir(ws.root())
+        .stdin(std::process::Stdio::null())
+        .env("FETTLE_BIN", env!("CARGO_BIN_EXE_fettle"))
+        .env("FETTLE_ROOT", ws.root())
+        .env("FETTLE_INIT", init.to_string())
+        .env("FETTLE_PLUGIN", manifest.join("editors/nvim"))
+        .env("FETTLE_FIRST", "4")
+        .env("FETTLE_LAST", "8")
+        .env("FETTLE_TITLE", "Fettle: Add documentation")
+        .env("FETTLE_OUT", &out)
+        .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
+        .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
+        .env("XDG_STATE_HOME", state.path())
+        .status()
+        .expect("run nvim");
+    let log = std::fs::read_to_string(state.path().join("nvim/lsp.log")).unwrap_or_default();
+    assert!(status.success(), "nvim exited with {status}\n{log}");
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(value["errors"], serde_json::json!([]), "{value:#}\n{log}");
+    let titles: Vec<&str> = value["titles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        titles.contains(&"Fettle: Rewrite…") && titles.contains(&"Fettle: Simplify"),
+        "{titles:?}"
+    );
+    let documented = SHOP_PY.replace(
+        "def total(items):\n",
+        "def total(items):\n    \"\"\"Return the summed price of `items`.\"\"\"\n",
+    );
+    let lines = |text: &str| serde_json::json!(text.lines().collect::<Vec<_>>());
+    assert_eq!(value["after"], lines(&documented), "{value:#}\n{log}");
+    assert_eq!(
+        value["undone"],
+        lines(SHOP_PY),
+        "one `u` undoes it: {value:#}"
+    );
+}
