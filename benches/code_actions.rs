@@ -103,11 +103,11 @@ fn listing(root: &Path, big: &str) -> Result<()> {
             .request("textDocument/codeAction", params)
             .map_err(|e| e.to_string())?;
         samples.push(started.elapsed());
-        if actions.as_array().map_or(0, Vec::len) != 7 {
+        if actions.as_array().map_or(0, Vec::len) != 8 {
             return Err(format!("unexpected actions: {actions}").into());
         }
     }
-    println!("== textDocument/codeAction, {LINES}-line file, 5-line selection, 2 diagnostics (7 actions)");
+    println!("== textDocument/codeAction, {LINES}-line file, 5-line selection, 2 diagnostics (8 actions)");
     report("round trip, client side", samples);
     lsp.shutdown_and_exit();
     Ok(())

@@ -145,6 +145,7 @@ pub enum Reason {
     NoCode,
     Unchanged,
     SyntaxErrors,
+    LostDefinitions,
     Secret,
     Cancelled,
     DocumentChanged,
@@ -161,6 +162,7 @@ impl Reason {
             Reason::NoCode => "no_code",
             Reason::Unchanged => "unchanged",
             Reason::SyntaxErrors => "syntax_errors",
+            Reason::LostDefinitions => "lost_definitions",
             Reason::Secret => "secret",
             Reason::Cancelled => "cancelled",
             Reason::DocumentChanged => "document_changed",
@@ -356,6 +358,40 @@ pub async fn rewrite(
                     ),
                 )));
             }
+            // A rewrite that loses a definition of the selection rewrote
+            // something else (small models copy the context instead).
+            if let (Some(old_tree), Some(new_tree)) = (&doc.tree, &replaced.tree) {
+                let kept = scope::defined_names(
+                    new_tree,
+                    &replaced.rope,
+                    range.start..range.start + new.len(),
+                );
+                let lost: Vec<String> = scope::defined_names(old_tree, rope, range.clone())
+                    .into_iter()
+                    .filter(|name| !kept.contains(name) && !allows_losing(&plan.instruction, name))
+                    .collect();
+                if !lost.is_empty() {
+                    let names = lost
+                        .iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    tracing::info!(attempts, %names, "rewrite drops definitions");
+                    if attempts == 1 {
+                        retry(
+                            format!("That code no longer defines {names}, which the selected code defines. Rewrite the selected code itself as instructed, keeping {names}, and reply with the complete new version in one fenced code block."),
+                            &mut messages,
+                        );
+                        continue;
+                    }
+                    return Err(with_time(Refusal::new(
+                        Reason::LostDefinitions,
+                        format!(
+                            "not applied: the model's answer no longer defines {names} (it rewrote something else), also after one retry; the document is unchanged"
+                        ),
+                    )));
+                }
+            }
         }
         let hunks = hunks::hunks(&old, &new, range.start);
         return Ok(Rewrite {
@@ -411,6 +447,15 @@ async fn ask_model(
         }
     }
     Ok(answer)
+}
+
+/// Whether `instruction` may mean to remove or rename `name`.
+fn allows_losing(instruction: &str, name: &str) -> bool {
+    let lower = instruction.to_lowercase();
+    const VERBS: &[&str] = &[
+        "remove", "delete", "rename", "inline", "merge", "drop", "split", "replace",
+    ];
+    lower.contains(&name.to_lowercase()) || VERBS.iter().any(|v| lower.contains(v))
 }
 
 /// Syntax errors in the snapshot, when it has a grammar.

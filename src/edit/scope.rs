@@ -177,6 +177,32 @@ pub fn header(rope: &Rope, tree: &Tree, avoid: Range<usize>) -> Option<Range<usi
     (span.end <= avoid.start).then_some(span)
 }
 
+/// Names of the functions, methods and types defined wholly inside `range`
+/// (by their `name` field), in document order.
+pub fn defined_names(tree: &Tree, rope: &Rope, range: Range<usize>) -> Vec<String> {
+    fn walk(node: Node<'_>, rope: &Rope, range: &Range<usize>, out: &mut Vec<String>) {
+        let inside = node.start_byte() >= range.start && node.end_byte() <= range.end;
+        let kind = node.kind();
+        if inside && (FUNCTION_KINDS.contains(&kind) || CONTAINER_KINDS.contains(&kind)) {
+            if let Some(name) = node.child_by_field_name("name") {
+                let text = rope.byte_slice(name.byte_range()).to_string();
+                if !out.contains(&text) {
+                    out.push(text);
+                }
+            }
+        }
+        let mut cursor = node.walk();
+        for child in node.children(&mut cursor) {
+            if child.end_byte() > range.start && child.start_byte() < range.end {
+                walk(child, rope, range, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(tree.root_node(), rope, &range, &mut out);
+    out
+}
+
 fn enclosing<'t>(node: Node<'t>, wanted: impl Fn(&Node<'t>) -> bool) -> Option<Node<'t>> {
     let mut at = Some(node);
     while let Some(n) = at {

@@ -552,3 +552,36 @@ fn the_embedded_model_rewrites_a_function_or_refuses_cleanly() {
     let stats = lsp.request("fettle/stats", json!(null)).unwrap();
     assert_eq!(stats["edit"]["requested"], 1, "{stats}");
 }
+
+/// Seen with the embedded model in Neovim: asked to document `total`, it
+/// returned the file's header and the *other* function. An answer that no
+/// longer defines what the selection defines is retried once, then refused.
+#[test]
+fn an_answer_that_loses_the_selected_definition_is_refused() {
+    let other = "```python\nimport os\n\ndef tax(amount):\n    return amount * 0.2\n```";
+    let mock = mock(&json!({ "responses": [ { "text": other }, { "text": other } ] }).to_string());
+    let ws = Workspace::new(&[("shop.py", SHOP)]);
+    let uri = ws.uri("shop.py");
+    let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
+    lsp.open(&uri, "python", SHOP);
+    let result = rewrite(
+        &mut lsp,
+        json!({ "uri": uri, "range": range(3, 0, 7, 17), "instruction": "Add documentation" }),
+    );
+    assert_eq!(result["applied"], false, "{result}");
+    assert!(
+        result["summary"]
+            .as_str()
+            .unwrap()
+            .contains("no longer defines `total`"),
+        "{result}"
+    );
+    assert_eq!(lsp.buffers[&uri].1, SHOP);
+    let bodies = chat_bodies(&mock);
+    assert_eq!(bodies.len(), 2);
+    assert!(
+        bodies[1].contains("no longer defines `total`"),
+        "{}",
+        bodies[1]
+    );
+}
