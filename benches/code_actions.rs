@@ -36,24 +36,27 @@ fn main() -> Result<()> {
     let local = std::env::args().any(|a| a == "--local");
     let tmp = tempfile::tempdir()?;
     let root = tmp.path().canonicalize()?;
-    let (big, long_start) = big_file();
+    let (big, long_start) = big_file(LINES);
     std::fs::write(root.join("big.py"), &big)?;
     listing(&root, &big)?;
     rewrites(&root, &big, long_start)?;
+    let (small, long_start) = big_file(1_000);
+    std::fs::write(root.join("big.py"), &small)?;
+    rewrites(&root, &small, long_start)?;
     if local {
         local_model(&root)?;
     }
     Ok(())
 }
 
-/// 10,000 lines of small functions, with one 200-line function in the
+/// `lines` lines of small functions, with one 200-line function in the
 /// middle; returns the text and the long function's first line.
-fn big_file() -> (String, usize) {
+fn big_file(lines: usize) -> (String, usize) {
     let mut text = String::from("import math\n\n\n");
     let mut n = 0;
     let mut long_start = 0;
-    while text.lines().count() < LINES {
-        if n == 500 {
+    while text.lines().count() < lines {
+        if n == lines / 20 {
             long_start = text.lines().count();
             text.push_str(&long_function(0));
             text.push_str("\n\n");
@@ -108,6 +111,13 @@ fn listing(root: &Path, big: &str) -> Result<()> {
         }
     }
     println!("== textDocument/codeAction, {LINES}-line file, 5-line selection, 2 diagnostics (8 actions)");
+    let stats = lsp
+        .request("fettle/stats", json!({}))
+        .map_err(|e| e.to_string())?;
+    percentiles(
+        "server side (fettle/stats edit.listingMs)",
+        &stats["edit"]["listingMs"],
+    );
     report("round trip, client side", samples);
     lsp.shutdown_and_exit();
     Ok(())
@@ -128,7 +138,9 @@ fn rewrites(root: &Path, big: &str, long_start: usize) -> Result<()> {
                               "model": "mock-coder", "max_retries": 0 } },
         "edit": { "model": "mock" },
     });
-    let mut lsp = Lsp::spawn_with(&[], &[("FETTLE_LOG", "warn")]);
+    // FETTLE_BENCH_LOG=debug prints where each rewrite's time went.
+    let log = std::env::var("FETTLE_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned());
+    let mut lsp = Lsp::spawn_with(&[], &[("FETTLE_LOG", log.as_str())]);
     let mut caps = Lsp::capabilities(&["utf-16"]);
     caps["workspace"]["applyEdit"] = json!(true);
     lsp.initialize(root, caps, Some(options));
@@ -156,16 +168,30 @@ fn rewrites(root: &Path, big: &str, long_start: usize) -> Result<()> {
     let stats = lsp
         .request("fettle/stats", json!({}))
         .map_err(|e| e.to_string())?;
-    println!("== fettle.rewrite of a {LONG_FUNCTION}-line function in a {LINES}-line file, mock model answering at once");
+    println!(
+        "== fettle.rewrite of a {LONG_FUNCTION}-line function in a {}-line file, mock model answering at once",
+        big.lines().count()
+    );
     percentiles(
         "server's own time (fettle/stats edit.serverMs)",
         &stats["edit"]["serverMs"],
     );
     percentiles("model time (edit.modelMs)", &stats["edit"]["modelMs"]);
+    percentiles(
+        "waiting for the editor (edit.editorMs)",
+        &stats["edit"]["editorMs"],
+    );
     report(
         "round trip, client side (applyEdit and didChange included)",
         samples,
     );
+    for line in lsp.stderr().lines().filter(|l| {
+        l.contains("where the time went")
+            || l.contains("rewrite ready")
+            || l.contains("prompt built")
+    }) {
+        println!("  {line}");
+    }
     lsp.shutdown_and_exit();
     Ok(())
 }

@@ -5,11 +5,13 @@ use std::ops::Range;
 use ropey::Rope;
 use tree_sitter::{InputEdit, Node, Tree};
 
+use super::hunks::Hunk;
 use crate::position::{ts_point, ts_point_advance};
 use crate::syntax::{parse_rope, syntax_errors, Language};
 
-/// The document with `range` replaced by `text`, parsed (incrementally from
-/// `tree` when there is one).
+/// The document with the hunks applied, parsed (incrementally from the
+/// old tree when there is one).
+#[derive(Clone, Debug)]
 pub struct Replaced {
     pub rope: Rope,
     pub tree: Option<Tree>,
@@ -19,29 +21,35 @@ pub fn replace(
     language: Option<Language>,
     rope: &Rope,
     tree: Option<&Tree>,
-    range: Range<usize>,
-    text: &str,
+    hunks: &[Hunk],
 ) -> Replaced {
-    let lone_cr = rope.bytes().any(|b| b == b'\r');
-    let start_position = ts_point(rope, range.start, lone_cr);
-    let removed: Vec<u8> = rope.bytes_at(range.start).take(range.len()).collect();
-    let edit = InputEdit {
-        start_byte: range.start,
-        old_end_byte: range.end,
-        new_end_byte: range.start + text.len(),
-        start_position,
-        old_end_position: ts_point_advance(start_position, &removed),
-        new_end_position: ts_point_advance(start_position, text.as_bytes()),
-    };
+    let lone_cr = rope.chunks().any(|chunk| chunk.contains('\r'));
     let mut new_rope = rope.clone();
-    let (from, to) = (rope.byte_to_char(range.start), rope.byte_to_char(range.end));
-    new_rope.remove(from..to);
-    new_rope.insert(from, text);
-    let old = tree.map(|t| {
-        let mut t = t.clone();
-        t.edit(&edit);
-        t
-    });
+    let mut old = tree.cloned();
+    // Last first: every hunk's range refers to the original text. Only the
+    // changed lines are edited, so the reparse is as incremental as it gets.
+    for hunk in hunks.iter().rev() {
+        let range = hunk.range.clone();
+        let start_position = ts_point(&new_rope, range.start, lone_cr);
+        let removed: Vec<u8> = new_rope.bytes_at(range.start).take(range.len()).collect();
+        let edit = InputEdit {
+            start_byte: range.start,
+            old_end_byte: range.end,
+            new_end_byte: range.start + hunk.text.len(),
+            start_position,
+            old_end_position: ts_point_advance(start_position, &removed),
+            new_end_position: ts_point_advance(start_position, hunk.text.as_bytes()),
+        };
+        let (from, to) = (
+            new_rope.byte_to_char(range.start),
+            new_rope.byte_to_char(range.end),
+        );
+        new_rope.remove(from..to);
+        new_rope.insert(from, &hunk.text);
+        if let Some(t) = old.as_mut() {
+            t.edit(&edit);
+        }
+    }
     let tree = language.and_then(|lang| parse_rope(lang, &new_rope, old.as_ref()));
     Replaced {
         rope: new_rope,

@@ -104,6 +104,9 @@ pub struct Rewrite {
     pub hunks: Vec<Hunk>,
     pub attempts: u32,
     pub model_time: Duration,
+    /// The document with the rewrite, as the syntax check parsed it: once
+    /// the editor holds exactly this text, the tree saves it a reparse.
+    pub checked: Option<check::Replaced>,
 }
 
 impl Rewrite {
@@ -255,6 +258,7 @@ pub async fn rewrite(
     problems: &[Problem],
     env: &Env<'_>,
 ) -> Result<Rewrite, Refusal> {
+    let started = Instant::now();
     let rope = &doc.rope;
     let range = plan.range.clone();
     let old = rope.byte_slice(range.clone()).to_string();
@@ -292,6 +296,10 @@ pub async fn rewrite(
         after: after.iter().map(String::as_str).collect(),
         instruction_comment: plan.comment.as_deref(),
     };
+    tracing::debug!(
+        prepare_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "rewrite prompt built"
+    );
     let errors_before = errors_in(doc);
     let mut model_time = Duration::ZERO;
     let mut attempts = 0;
@@ -335,9 +343,10 @@ pub async fn rewrite(
                 ),
             )));
         }
+        let hunks = hunks::hunks(&old, &new, range.start);
+        let mut checked = None;
         if let Some(before) = errors_before {
-            let replaced =
-                check::replace(doc.language, rope, doc.tree.as_ref(), range.clone(), &new);
+            let replaced = check::replace(doc.language, rope, doc.tree.as_ref(), &hunks);
             let after = replaced.tree.as_ref().map(check::error_count).unwrap_or(0);
             if after > before {
                 let errors =
@@ -392,8 +401,13 @@ pub async fn rewrite(
                     )));
                 }
             }
+            checked = Some(replaced);
         }
-        let hunks = hunks::hunks(&old, &new, range.start);
+        tracing::debug!(
+            own_ms = started.elapsed().saturating_sub(model_time).as_secs_f64() * 1000.0,
+            attempts,
+            "rewrite ready"
+        );
         return Ok(Rewrite {
             plan,
             old,
@@ -401,6 +415,7 @@ pub async fn rewrite(
             hunks,
             attempts,
             model_time,
+            checked,
         });
     }
 }

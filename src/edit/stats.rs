@@ -16,7 +16,9 @@ pub struct Stats {
     refused: BTreeMap<Reason, u64>,
     server: Samples,
     model: Samples,
+    editor: Samples,
     total: Samples,
+    listing: Samples,
 }
 
 /// The `edit` part of `fettle/stats`.
@@ -27,19 +29,37 @@ pub struct Report {
     pub applied: u64,
     /// Refusals by reason (`syntax_errors`, `document_changed`, …).
     pub refused: BTreeMap<&'static str, u64>,
-    /// Request received → answered, minus the time waiting for the model.
+    /// Request received → answered, minus the time waiting for the model
+    /// and for the editor.
     pub server_ms: Percentiles,
     pub model_ms: Percentiles,
+    /// Waiting for the editor: applying the edit (and its `didChange`),
+    /// the user's confirmation.
+    pub editor_ms: Percentiles,
     pub end_to_end_ms: Percentiles,
+    /// Listing the code actions (`textDocument/codeAction`), server side.
+    pub listing_ms: Percentiles,
 }
 
 impl Stats {
+    /// A code-action listing took `took`.
+    pub fn listed(&mut self, took: Duration) {
+        self.listing.push(took);
+    }
+
     pub fn requested(&mut self) {
         self.requested += 1;
     }
 
-    /// A finished rewrite: `None` when applied, else why not.
-    pub fn finished(&mut self, refused: Option<Reason>, total: Duration, model: Duration) {
+    /// A finished rewrite: `None` when applied, else why not; `model` and
+    /// `editor` are the time spent waiting for them.
+    pub fn finished(
+        &mut self,
+        refused: Option<Reason>,
+        total: Duration,
+        model: Duration,
+        editor: Duration,
+    ) {
         match refused {
             None => self.applied += 1,
             Some(reason) => *self.refused.entry(reason).or_default() += 1,
@@ -48,9 +68,13 @@ impl Stats {
             return; // its timing says nothing
         }
         self.total.push(total);
-        self.server.push(total.saturating_sub(model));
+        self.server
+            .push(total.saturating_sub(model).saturating_sub(editor));
         if !model.is_zero() {
             self.model.push(model);
+        }
+        if !editor.is_zero() {
+            self.editor.push(editor);
         }
     }
 
@@ -61,7 +85,9 @@ impl Stats {
             refused: self.refused.iter().map(|(r, n)| (r.as_str(), *n)).collect(),
             server_ms: self.server.percentiles(),
             model_ms: self.model.percentiles(),
+            editor_ms: self.editor.percentiles(),
             end_to_end_ms: self.total.percentiles(),
+            listing_ms: self.listing.percentiles(),
         }
     }
 }

@@ -31,6 +31,7 @@ pub async fn code_action(
     state: &Arc<State>,
     params: CodeActionParams,
 ) -> Result<Option<CodeActionResponse>> {
+    let started = std::time::Instant::now();
     let config = state.config();
     let automatic = params.context.trigger_kind == Some(CodeActionTriggerKind::AUTOMATIC);
     match config.edit.code_actions {
@@ -101,6 +102,7 @@ pub async fn code_action(
             ));
         }
     }
+    state.rewrite.stats.lock().listed(started.elapsed());
     Ok(Some(actions))
 }
 

@@ -40,6 +40,8 @@ const REFUSED_WAIT: Duration = Duration::from_millis(500);
 const APPLY_TRIES: usize = 3;
 /// How long the user gets to answer `edit.confirm = "ask"`.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(300);
+/// The streamed text goes out in one `fettle/taskEvent` per this interval.
+const TEXT_EVENT_INTERVAL: Duration = Duration::from_millis(50);
 const APPLY: &str = "Apply";
 const DISCARD: &str = "Discard";
 
@@ -113,17 +115,20 @@ struct Outcome<'a> {
     state: &'a State,
     started: Instant,
     model_time: Duration,
+    /// Waiting for the editor: applying the edit, the user's confirmation.
+    editor_time: Duration,
     recorded: bool,
 }
 
 impl Outcome<'_> {
     fn record(&mut self, refused: Option<Reason>) {
         self.recorded = true;
-        self.state
-            .rewrite
-            .stats
-            .lock()
-            .finished(refused, self.started.elapsed(), self.model_time);
+        self.state.rewrite.stats.lock().finished(
+            refused,
+            self.started.elapsed(),
+            self.model_time,
+            self.editor_time,
+        );
     }
 }
 
@@ -152,6 +157,7 @@ pub async fn rewrite(
         state,
         started: Instant::now(),
         model_time: Duration::ZERO,
+        editor_time: Duration::ZERO,
         recorded: false,
     };
     let id = format!(
@@ -288,7 +294,9 @@ async fn run(
         json!({ "uri": args.uri, "instruction": plan.instruction }),
     )
     .await;
+    let phase = Instant::now();
     let redactor = redactor(state, root.clone()).await;
+    let redactor_time = phase.elapsed();
     let (text_tx, forward) = forward_text(state, id);
     let index = state.index();
     let env = edit::Env {
@@ -300,7 +308,9 @@ async fn run(
         text: Some(text_tx),
         cancel,
     };
+    let phase = Instant::now();
     let result = edit::rewrite(&doc, plan, &problems, &env).await;
+    let engine_time = phase.elapsed();
     drop(env);
     // Every streamed piece reaches the client before the outcome does.
     let _ = forward.await;
@@ -311,13 +321,32 @@ async fn run(
         .unified_diff()
         .header(&label, &label)
         .to_string();
+    let waiting = Instant::now();
     if config.edit.confirm == ConfirmMode::Ask && !confirmed(state, &summary, &diff).await {
+        outcome.editor_time = waiting.elapsed();
         return Err(Refusal::new(
             Reason::Discarded,
             "discarded: the rewrite was not applied",
         ));
     }
-    apply(state, &args.uri, &snapshot, &rewrite).await?;
+    outcome.editor_time = waiting.elapsed();
+    let phase = Instant::now();
+    apply(
+        state,
+        &args.uri,
+        &snapshot,
+        &rewrite,
+        &mut outcome.editor_time,
+    )
+    .await?;
+    tracing::debug!(
+        redactor_ms = ms(redactor_time),
+        engine_ms = ms(engine_time),
+        model_ms = ms(rewrite.model_time),
+        apply_ms = ms(phase.elapsed()),
+        editor_ms = ms(outcome.editor_time),
+        "rewrite applied: where the time went"
+    );
     event(
         state,
         id,
@@ -369,18 +398,64 @@ fn forward_text(
     let client = state.client.clone();
     let id = id.to_owned();
     let forward = tokio::spawn(async move {
-        while let Some(text) = rx.recv().await {
-            client
-                .send_notification::<TaskEventNotification>(TaskEvent {
-                    task_id: id.clone(),
-                    kind: EventKind::Text,
-                    text,
-                    data: Value::Null,
-                })
-                .await;
+        // The first piece goes out at once; after that, what arrives within
+        // an interval goes out together (a preview needs no more, and a
+        // notification per token would cost more than the rest of the
+        // rewrite); the end of the stream flushes at once.
+        let send = |text: String| {
+            client.send_notification::<TaskEventNotification>(TaskEvent {
+                task_id: id.clone(),
+                kind: EventKind::Text,
+                text,
+                data: Value::Null,
+            })
+        };
+        let mut pending = String::new();
+        let mut next_send = tokio::time::Instant::now();
+        loop {
+            let piece = if pending.is_empty() {
+                rx.recv().await
+            } else {
+                match tokio::time::timeout_at(next_send, rx.recv()).await {
+                    Ok(piece) => piece,
+                    Err(_) => Some(String::new()),
+                }
+            };
+            let Some(piece) = piece else {
+                if !pending.is_empty() {
+                    send(std::mem::take(&mut pending)).await;
+                }
+                break;
+            };
+            pending.push_str(&piece);
+            let now = tokio::time::Instant::now();
+            if now >= next_send && !pending.is_empty() {
+                send(std::mem::take(&mut pending)).await;
+                next_send = now + TEXT_EVENT_INTERVAL;
+            }
         }
     });
     (tx, forward)
+}
+
+/// The syntax check already parsed the document as it now is: give the
+/// tree to the document (when its text is exactly that), sparing the next
+/// request a reparse.
+fn install_checked_tree(state: &State, uri: &Url, rewrite: &edit::Rewrite) {
+    let Some(checked) = &rewrite.checked else {
+        return;
+    };
+    if let Some(mut open) = state.documents.get_mut(uri) {
+        let doc = &mut open.document;
+        if doc.needs_reparse() && doc.rope == checked.rope {
+            let revision = doc.revision();
+            doc.install_tree(revision, checked.tree.clone());
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 async fn event(state: &State, id: &str, kind: EventKind, text: &str, data: Value) {
@@ -453,6 +528,7 @@ async fn apply(
     uri: &Url,
     planned_on: &Snapshot,
     rewrite: &edit::Rewrite,
+    editor_time: &mut Duration,
 ) -> std::result::Result<(), Refusal> {
     let planned_text = planned_on.rope.to_string();
     let encoding = state.encoding();
@@ -501,6 +577,7 @@ async fn apply(
             "Fettle: {}",
             crate::model::shorten_for_display(&rewrite.plan.instruction, 60)
         );
+        let asked = Instant::now();
         let answer = state
             .client
             .send_request::<ApplyWorkspaceEdit>(ApplyWorkspaceEditParams {
@@ -512,11 +589,16 @@ async fn apply(
             Ok(response) if response.applied => {
                 // Wait for its didChange, so the answer follows the change.
                 let _ = tokio::time::timeout(APPLIED_WAIT, revision.changed()).await;
+                *editor_time += asked.elapsed();
+                if hunks == rewrite.hunks {
+                    install_checked_tree(state, uri, rewrite);
+                }
                 return Ok(());
             }
             Ok(response) => {
                 // A user's change may be on its way: wait for it, re-base.
                 let changed = tokio::time::timeout(REFUSED_WAIT, revision.changed()).await;
+                *editor_time += asked.elapsed();
                 if !matches!(changed, Ok(Ok(()))) {
                     return Err(Refusal::new(
                         Reason::EditorRefused,
