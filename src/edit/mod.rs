@@ -229,19 +229,21 @@ pub fn plan(doc: &Snapshot<'_>, ask: &Ask) -> Result<Plan, Refusal> {
             comment: None,
         });
     }
+    // A quick fix fixes: a `fettle:` comment in the function around the
+    // problem is about something else.
+    if !ask.problems.is_empty() {
+        return Ok(Plan {
+            range,
+            instruction: FIX_INSTRUCTION.to_owned(),
+            comment: None,
+        });
+    }
     let text = doc.rope.byte_slice(range.clone()).to_string();
     if let Some((instruction, comment)) = instruction::from_comment(&text) {
         return Ok(Plan {
             range,
             instruction,
             comment: Some(comment),
-        });
-    }
-    if !ask.problems.is_empty() {
-        return Ok(Plan {
-            range,
-            instruction: FIX_INSTRUCTION.to_owned(),
-            comment: None,
         });
     }
     Err(Refusal::new(

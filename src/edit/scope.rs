@@ -117,10 +117,19 @@ pub fn fix_scope(rope: &Rope, tree: Option<&Tree>, problems: Range<usize>) -> Ra
     else {
         return fallback();
     };
-    let unit = enclosing(node, |n| FUNCTION_KINDS.contains(&n.kind()))
+    let function = enclosing(node, |n| FUNCTION_KINDS.contains(&n.kind()))
         .or_else(|| enclosing(node, |n| FUNCTION_VALUE_KINDS.contains(&n.kind())))
-        .map(promote)
-        .or_else(|| top_level(node));
+        .map(promote);
+    let unit = match function {
+        Some(function) => Some(function),
+        // Outside any function the parser recognised, a syntax error's
+        // ERROR node can start at the file's first line: take the block
+        // around the problem, by indentation, instead.
+        None if top_level(node).is_some_and(|n| n.is_error() || n.has_error()) => {
+            return indentation_block(rope, problems);
+        }
+        None => top_level(node),
+    };
     match unit {
         Some(unit) if line_count(rope, unit.byte_range()) <= MAX_UNIT_LINES => {
             whole_lines(rope, unit.byte_range())
@@ -201,6 +210,50 @@ pub fn defined_names(tree: &Tree, rope: &Rope, range: Range<usize>) -> Vec<Strin
     let mut out = Vec::new();
     walk(tree.root_node(), rope, &range, &mut out);
     out
+}
+
+/// The block around the problem: from its line (or, when that line is
+/// indented, the less indented line that opens its block) to the line
+/// before the next non-blank line indented no deeper, grown to cover the
+/// whole problem; whole lines, at most [`MAX_UNIT_LINES`].
+fn indentation_block(rope: &Rope, problems: Range<usize>) -> Range<usize> {
+    let indent = |line: usize| -> Option<usize> {
+        let text = rope.line(line);
+        let width = text.chars().take_while(|c| *c == ' ' || *c == '\t').count();
+        let blank = text.chars().all(char::is_whitespace);
+        (!blank).then_some(width)
+    };
+    let mut first = rope.byte_to_line(problems.start);
+    let last_problem = rope.byte_to_line(problems.end);
+    let lines = rope.len_lines();
+    // An indented line: from the line that opens its block.
+    if let Some(width) = indent(first).filter(|w| *w > 0) {
+        let opener = (first.saturating_sub(MAX_UNIT_LINES)..first)
+            .rev()
+            .find(|l| indent(*l).is_some_and(|w| w < width));
+        if let Some(opener) = opener {
+            first = opener;
+        }
+    }
+    let base = indent(first).unwrap_or(0);
+    let mut end = first + 1;
+    while end < lines && end - first < MAX_UNIT_LINES {
+        match indent(end) {
+            Some(width) if width <= base && end > last_problem => break,
+            _ => end += 1,
+        }
+    }
+    // Trailing blank lines stay outside.
+    while end > first + 1 && indent(end - 1).is_none() {
+        end -= 1;
+    }
+    let start = rope.line_to_byte(first);
+    let end = if end < lines {
+        rope.line_to_byte(end)
+    } else {
+        rope.len_bytes()
+    };
+    start..end
 }
 
 fn enclosing<'t>(node: Node<'t>, wanted: impl Fn(&Node<'t>) -> bool) -> Option<Node<'t>> {

@@ -266,7 +266,9 @@ fn quick_fixes_grow_to_whole_syntactic_units() {
             Language::Python,
             "A = 1\nB = [1,\n     2, 3\nC = 3\n",
             "2, 3",
-            "B = [1,\n     2, 3\nC = 3\n",
+            // The unclosed bracket's ERROR swallows `C = 3`; the block by
+            // indentation stops before it.
+            "B = [1,\n     2, 3\n",
         ),
         (
             Language::Rust,
@@ -294,4 +296,33 @@ fn quick_fixes_grow_to_whole_syntactic_units() {
         let range = scope::fix_scope(&rope, tree.as_ref(), start..start + at.len());
         assert_eq!(&text[range], *expected, "{language:?}: {text}");
     }
+}
+
+/// Seen in Neovim: a missing `:` made tree-sitter wrap the file from its
+/// first line in an ERROR, and the quick fix rewrote the whole file with
+/// the instruction of an unrelated `fettle:` comment. Inside a syntax error
+/// the fix takes the block the problem's line starts; a quick fix always
+/// fixes.
+#[test]
+fn a_quick_fix_inside_a_syntax_error_takes_the_block_and_fixes() {
+    let text = "import math\n\n\ndef area(r)\n    return math.pi * r * r\n\n\ndef double(x):\n    # fettle: accept strings\n    return x * 2\n";
+    let path = Path::new("/ws/calc.py");
+    let doc = snapshot(path, text, Language::Python);
+    let at = byte_of(text, "def area(r)") + "def area(r)".len();
+    let ask = Ask {
+        range: at..at,
+        instruction: None,
+        problems: vec![Problem {
+            range: at..at,
+            message: "expected \":\"".into(),
+            ..Problem::default()
+        }],
+    };
+    let plan = plan(&doc, &ask).unwrap();
+    assert_eq!(
+        &text[plan.range.clone()],
+        "def area(r)\n    return math.pi * r * r\n"
+    );
+    assert_eq!(plan.instruction, fettle::edit::FIX_INSTRUCTION);
+    assert_eq!(plan.comment, None);
 }
