@@ -149,6 +149,7 @@ pub enum Reason {
     Unchanged,
     SyntaxErrors,
     LostDefinitions,
+    CopiedContext,
     Secret,
     Cancelled,
     DocumentChanged,
@@ -166,6 +167,7 @@ impl Reason {
             Reason::Unchanged => "unchanged",
             Reason::SyntaxErrors => "syntax_errors",
             Reason::LostDefinitions => "lost_definitions",
+            Reason::CopiedContext => "copied_context",
             Reason::Secret => "secret",
             Reason::Cancelled => "cancelled",
             Reason::DocumentChanged => "document_changed",
@@ -377,10 +379,41 @@ pub async fn rewrite(
                     &replaced.rope,
                     range.start..range.start + new.len(),
                 );
-                let lost: Vec<String> = scope::defined_names(old_tree, rope, range.clone())
-                    .into_iter()
+                let had = scope::defined_names(old_tree, rope, range.clone());
+                let lost: Vec<String> = had
+                    .iter()
                     .filter(|name| !kept.contains(name) && !allows_losing(&plan.instruction, name))
+                    .cloned()
                     .collect();
+                // Definitions the answer adds that the file already has
+                // elsewhere: the model copied the code around the selection.
+                let copied: Vec<&String> = kept
+                    .iter()
+                    .filter(|name| {
+                        !had.contains(name) && defined_elsewhere(env, doc, name, range.clone())
+                    })
+                    .collect();
+                if !copied.is_empty() && lost.is_empty() {
+                    let names = copied
+                        .iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    tracing::info!(attempts, %names, "rewrite copies definitions from elsewhere in the file");
+                    if attempts == 1 {
+                        retry(
+                            format!("That code also defines {names}, which the file already defines outside the selection. Reply with the new version of the selected code only, in one fenced code block."),
+                            &mut messages,
+                        );
+                        continue;
+                    }
+                    return Err(with_time(Refusal::new(
+                        Reason::CopiedContext,
+                        format!(
+                            "not applied: the model's answer repeats {names} from elsewhere in the file instead of rewriting the selection, also after one retry; the document is unchanged"
+                        ),
+                    )));
+                }
                 if !lost.is_empty() {
                     let names = lost
                         .iter()
@@ -464,6 +497,22 @@ async fn ask_model(
         }
     }
     Ok(answer)
+}
+
+/// Whether the workspace index knows `name` as defined in this file
+/// outside `range`.
+fn defined_elsewhere(env: &Env<'_>, doc: &Snapshot<'_>, name: &str, range: Range<usize>) -> bool {
+    let Some(path) = doc.path else {
+        return false;
+    };
+    let (first, last) = (
+        doc.rope.byte_to_line(range.start),
+        doc.rope.byte_to_line(range.end),
+    );
+    env.index.definitions(name).iter().any(|symbol| {
+        let line = symbol.range.0.line as usize;
+        &*symbol.path == path && !(first..=last).contains(&line)
+    })
 }
 
 /// Whether `instruction` may mean to remove or rename `name`.

@@ -585,3 +585,34 @@ fn an_answer_that_loses_the_selected_definition_is_refused() {
         bodies[1]
     );
 }
+
+/// Seen with the embedded model in Neovim: the "fix" of one function came
+/// back with the file's imports and another function of the file in front
+/// of it. Definitions the file already has elsewhere are a copy: retried
+/// once, then refused.
+#[test]
+fn an_answer_that_repeats_another_function_of_the_file_is_refused() {
+    let copied = "```python\nimport os\n\ndef total(items):\n    return 0\n\ndef tax(amount):\n    return amount * 0.25\n```";
+    let mock =
+        mock(&json!({ "responses": [ { "text": copied }, { "text": copied } ] }).to_string());
+    let ws = Workspace::new(&[("shop.py", SHOP)]);
+    let uri = ws.uri("shop.py");
+    let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
+    // The workspace index knows where `total` is defined.
+    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+    lsp.open(&uri, "python", SHOP);
+    let result = rewrite(
+        &mut lsp,
+        json!({ "uri": uri, "range": range(10, 0, 12, 0), "instruction": "25%" }),
+    );
+    assert_eq!(result["applied"], false, "{result}");
+    assert!(
+        result["summary"]
+            .as_str()
+            .unwrap()
+            .contains("repeats `total`"),
+        "{result}"
+    );
+    assert_eq!(lsp.buffers[&uri].1, SHOP);
+    assert_eq!(chat_bodies(&mock).len(), 2);
+}
