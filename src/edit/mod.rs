@@ -387,11 +387,11 @@ pub async fn rewrite(
                     .collect();
                 // Definitions the answer adds that the file already has
                 // elsewhere: the model copied the code around the selection.
+                let region = range.start..range.start + new.len();
+                let elsewhere = scope::defined_names_outside(new_tree, &replaced.rope, region);
                 let copied: Vec<&String> = kept
                     .iter()
-                    .filter(|name| {
-                        !had.contains(name) && defined_elsewhere(env, doc, name, range.clone())
-                    })
+                    .filter(|name| !had.contains(name) && elsewhere.contains(name))
                     .collect();
                 if !copied.is_empty() && lost.is_empty() {
                     let names = copied
@@ -497,22 +497,6 @@ async fn ask_model(
         }
     }
     Ok(answer)
-}
-
-/// Whether the workspace index knows `name` as defined in this file
-/// outside `range`.
-fn defined_elsewhere(env: &Env<'_>, doc: &Snapshot<'_>, name: &str, range: Range<usize>) -> bool {
-    let Some(path) = doc.path else {
-        return false;
-    };
-    let (first, last) = (
-        doc.rope.byte_to_line(range.start),
-        doc.rope.byte_to_line(range.end),
-    );
-    env.index.definitions(name).iter().any(|symbol| {
-        let line = symbol.range.0.line as usize;
-        &*symbol.path == path && !(first..=last).contains(&line)
-    })
 }
 
 /// Whether `instruction` may mean to remove or rename `name`.

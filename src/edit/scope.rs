@@ -256,6 +256,41 @@ fn indentation_block(rope: &Rope, problems: Range<usize>) -> Range<usize> {
     start..end
 }
 
+/// Names of the functions, methods and types defined outside `region`, in
+/// the top levels of the tree only (a file's functions, a class's
+/// methods): enough to see a definition repeated, and cheap on big files.
+pub fn defined_names_outside(tree: &Tree, rope: &Rope, region: Range<usize>) -> Vec<String> {
+    const MAX_DEPTH: usize = 4;
+    fn walk(
+        node: Node<'_>,
+        depth: usize,
+        rope: &Rope,
+        region: &Range<usize>,
+        out: &mut Vec<String>,
+    ) {
+        let outside = node.end_byte() <= region.start || node.start_byte() >= region.end;
+        let kind = node.kind();
+        if outside && (FUNCTION_KINDS.contains(&kind) || CONTAINER_KINDS.contains(&kind)) {
+            if let Some(name) = node.child_by_field_name("name") {
+                let text = rope.byte_slice(name.byte_range()).to_string();
+                if !out.contains(&text) {
+                    out.push(text);
+                }
+            }
+        }
+        if depth == MAX_DEPTH {
+            return;
+        }
+        let mut cursor = node.walk();
+        for child in node.named_children(&mut cursor) {
+            walk(child, depth + 1, rope, region, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(tree.root_node(), 0, rope, &region, &mut out);
+    out
+}
+
 fn enclosing<'t>(node: Node<'t>, wanted: impl Fn(&Node<'t>) -> bool) -> Option<Node<'t>> {
     let mut at = Some(node);
     while let Some(n) = at {

@@ -326,3 +326,13 @@ fn a_quick_fix_inside_a_syntax_error_takes_the_block_and_fixes() {
     assert_eq!(plan.instruction, fettle::edit::FIX_INSTRUCTION);
     assert_eq!(plan.comment, None);
 }
+
+#[test]
+fn definitions_outside_a_region_are_seen_at_the_top_levels() {
+    let text = "def a():\n    pass\n\nclass K:\n    def m(self):\n        def inner():\n            pass\n\ndef b():\n    pass\n";
+    let rope = Rope::from_str(text);
+    let tree = parse_str(Language::Python, text, None).unwrap();
+    let b = byte_of(text, "def b");
+    let names = scope::defined_names_outside(&tree, &rope, b..text.len());
+    assert_eq!(names, ["a", "K", "m"], "`inner` is too deep; `b` is inside");
+}

@@ -598,8 +598,6 @@ fn an_answer_that_repeats_another_function_of_the_file_is_refused() {
     let ws = Workspace::new(&[("shop.py", SHOP)]);
     let uri = ws.uri("shop.py");
     let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
-    // The workspace index knows where `total` is defined.
-    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
     lsp.open(&uri, "python", SHOP);
     let result = rewrite(
         &mut lsp,
