@@ -15,13 +15,17 @@
 #[allow(dead_code)] // the benches use part of the test harness
 mod harness;
 
+#[path = "common/latency.rs"]
+mod latency;
+
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use fettle::mock::{MockServer, Script, ScriptedResponse};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use harness::{file_uri, Lsp};
+use latency::{percentiles, report};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -236,26 +240,4 @@ fn local_model(root: &Path) -> Result<()> {
     percentiles("model time", &stats["edit"]["modelMs"]);
     lsp.shutdown_and_exit();
     Ok(())
-}
-
-fn percentiles(label: &str, p: &Value) {
-    println!(
-        "  {label}: p50 {} ms, p90 {} ms, p99 {} ms (n = {})",
-        p["p50"], p["p90"], p["p99"], p["count"]
-    );
-}
-
-fn report(label: &str, mut samples: Vec<Duration>) {
-    samples.sort();
-    let at = |q: f64| {
-        samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0
-    };
-    println!(
-        "  {label}: p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (n = {})",
-        at(0.5),
-        at(0.9),
-        at(0.99),
-        at(1.0),
-        samples.len()
-    );
 }

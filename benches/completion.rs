@@ -14,13 +14,17 @@
 #[allow(dead_code)] // the benches use part of the test harness
 mod harness;
 
+#[path = "common/latency.rs"]
+mod latency;
+
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use fettle::mock::{MockServer, Script, ScriptedResponse};
 use serde_json::{json, Value};
 
 use harness::{file_uri, Lsp};
+use latency::{percentiles, report};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -249,25 +253,4 @@ fn complete(lsp: &mut Lsp, uri: &str, line: usize, character: u32) -> Result<Val
                 "context": { "triggerKind": 2 } }),
     )
     .map_err(|e| format!("inlineCompletion failed: {e}").into())
-}
-
-fn percentiles(label: &str, p: &Value) {
-    println!(
-        "  {label}: p50 {} ms, p90 {} ms, p99 {} ms (n = {})",
-        p["p50"], p["p90"], p["p99"], p["count"]
-    );
-}
-
-fn report(label: &str, mut samples: Vec<Duration>) {
-    samples.sort();
-    let at = |q: f64| {
-        samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0
-    };
-    println!(
-        "  {label}: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms (n = {})",
-        at(0.5),
-        at(0.9),
-        at(0.99),
-        samples.len()
-    );
 }

@@ -13,6 +13,7 @@
 pub mod answer;
 pub mod check;
 pub mod gather;
+mod guard;
 pub mod hunks;
 pub mod instruction;
 pub mod prompt;
@@ -351,90 +352,28 @@ pub async fn rewrite(
         let mut checked = None;
         if let Some(before) = errors_before {
             let replaced = check::replace(doc.language, rope, doc.tree.as_ref(), &hunks);
-            let after = replaced.tree.as_ref().map(check::error_count).unwrap_or(0);
-            if after > before {
-                let errors =
-                    check::describe_errors(&replaced, range.start..range.start + new.len());
-                let listed = errors.join("; ");
-                tracing::info!(attempts, before, after, %listed, "rewrite adds syntax errors");
+            let region = range.start..range.start + new.len();
+            let found = guard::fault(
+                doc,
+                range.clone(),
+                &replaced,
+                region,
+                before,
+                &plan.instruction,
+            );
+            if let Some(fault) = found {
+                tracing::info!(attempts, reason = fault.reason.as_str(), message = %fault.message, "rewrite answer refused");
                 if attempts == 1 {
-                    retry(
-                        format!("That code has syntax errors once it replaces the selection: {listed}. Reply with a corrected complete version of the selected code in one fenced code block."),
-                        &mut messages,
-                    );
+                    retry(fault.feedback, &mut messages);
                     continue;
                 }
                 return Err(with_time(Refusal::new(
-                    Reason::SyntaxErrors,
+                    fault.reason,
                     format!(
-                        "not applied: the model's rewrite adds syntax errors ({listed}), also after one retry; the document is unchanged"
+                        "not applied: {}, also after one retry; the document is unchanged",
+                        fault.message
                     ),
                 )));
-            }
-            // A rewrite that loses a definition of the selection rewrote
-            // something else (small models copy the context instead).
-            if let (Some(old_tree), Some(new_tree)) = (&doc.tree, &replaced.tree) {
-                let kept = scope::defined_names(
-                    new_tree,
-                    &replaced.rope,
-                    range.start..range.start + new.len(),
-                );
-                let had = scope::defined_names(old_tree, rope, range.clone());
-                let lost: Vec<String> = had
-                    .iter()
-                    .filter(|name| !kept.contains(name) && !allows_losing(&plan.instruction, name))
-                    .cloned()
-                    .collect();
-                // Definitions the answer adds that the file already has
-                // elsewhere: the model copied the code around the selection.
-                let region = range.start..range.start + new.len();
-                let elsewhere = scope::defined_names_outside(new_tree, &replaced.rope, region);
-                let copied: Vec<&String> = kept
-                    .iter()
-                    .filter(|name| !had.contains(name) && elsewhere.contains(name))
-                    .collect();
-                if !copied.is_empty() && lost.is_empty() {
-                    let names = copied
-                        .iter()
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    tracing::info!(attempts, %names, "rewrite copies definitions from elsewhere in the file");
-                    if attempts == 1 {
-                        retry(
-                            format!("That code also defines {names}, which the file already defines outside the selection. Reply with the new version of the selected code only, in one fenced code block."),
-                            &mut messages,
-                        );
-                        continue;
-                    }
-                    return Err(with_time(Refusal::new(
-                        Reason::CopiedContext,
-                        format!(
-                            "not applied: the model's answer repeats {names} from elsewhere in the file instead of rewriting the selection, also after one retry; the document is unchanged"
-                        ),
-                    )));
-                }
-                if !lost.is_empty() {
-                    let names = lost
-                        .iter()
-                        .map(|n| format!("`{n}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    tracing::info!(attempts, %names, "rewrite drops definitions");
-                    if attempts == 1 {
-                        retry(
-                            format!("That code no longer defines {names}, which the selected code defines. Rewrite the selected code itself as instructed, keeping {names}, and reply with the complete new version in one fenced code block."),
-                            &mut messages,
-                        );
-                        continue;
-                    }
-                    return Err(with_time(Refusal::new(
-                        Reason::LostDefinitions,
-                        format!(
-                            "not applied: the model's answer no longer defines {names} (it rewrote something else), also after one retry; the document is unchanged"
-                        ),
-                    )));
-                }
             }
             checked = Some(replaced);
         }
@@ -497,15 +436,6 @@ async fn ask_model(
         }
     }
     Ok(answer)
-}
-
-/// Whether `instruction` may mean to remove or rename `name`.
-fn allows_losing(instruction: &str, name: &str) -> bool {
-    let lower = instruction.to_lowercase();
-    const VERBS: &[&str] = &[
-        "remove", "delete", "rename", "inline", "merge", "drop", "split", "replace",
-    ];
-    lower.contains(&name.to_lowercase()) || VERBS.iter().any(|v| lower.contains(v))
 }
 
 /// Syntax errors in the snapshot, when it has a grammar.

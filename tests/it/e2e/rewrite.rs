@@ -306,23 +306,15 @@ fn positions_with_emoji_before_the_range_in_utf16_and_utf8() {
 #[test]
 fn an_answer_that_breaks_the_syntax_is_retried_once_then_refused() {
     let broken = "```python\ndef tax(amount)\n    return amount * 0.2\n```";
-    let mock =
-        mock(&json!({ "responses": [ { "text": broken }, { "text": broken } ] }).to_string());
-    let ws = Workspace::new(&[("shop.py", SHOP)]);
-    let uri = ws.uri("shop.py");
-    let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
-    lsp.open(&uri, "python", SHOP);
-    let result = rewrite(
-        &mut lsp,
-        json!({ "uri": uri, "range": range(10, 0, 12, 0), "instruction": "use a rate argument" }),
+    let (result, bodies, mut lsp) =
+        refused_twice(broken, range(10, 0, 12, 0), "use a rate argument");
+    assert!(
+        result["summary"]
+            .as_str()
+            .unwrap()
+            .contains("syntax errors"),
+        "{result}"
     );
-    assert_eq!(result["applied"], false);
-    let summary = result["summary"].as_str().unwrap();
-    assert!(summary.contains("syntax errors"), "{summary}");
-    assert!(applies(&lsp).is_empty(), "nothing sent to the editor");
-    assert_eq!(lsp.buffers[&uri].1, SHOP);
-    let bodies = chat_bodies(&mock);
-    assert_eq!(bodies.len(), 2, "one retry");
     assert!(
         bodies[1].contains("syntax errors once it replaces the selection"),
         "{}",
@@ -334,6 +326,28 @@ fn an_answer_that_breaks_the_syntax_is_retried_once_then_refused() {
         .any(|m| m["message"].as_str().unwrap().contains("syntax errors")));
     let stats = lsp.request("fettle/stats", json!(null)).unwrap();
     assert_eq!(stats["edit"]["refused"]["syntax_errors"], 1);
+}
+
+/// `SHOP` open, a rewrite of `range` that the mock answers with `answer`
+/// on the first try and on the retry: refused, nothing sent to the editor,
+/// the buffer as it was. The result, the two prompts, and the server.
+fn refused_twice(answer: &str, range: Value, instruction: &str) -> (Value, Vec<String>, Lsp) {
+    let mock =
+        mock(&json!({ "responses": [ { "text": answer }, { "text": answer } ] }).to_string());
+    let ws = Workspace::new(&[("shop.py", SHOP)]);
+    let uri = ws.uri("shop.py");
+    let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
+    lsp.open(&uri, "python", SHOP);
+    let result = rewrite(
+        &mut lsp,
+        json!({ "uri": uri, "range": range, "instruction": instruction }),
+    );
+    assert_eq!(result["applied"], false, "{result}");
+    assert!(applies(&lsp).is_empty(), "nothing sent to the editor");
+    assert_eq!(lsp.buffers[&uri].1, SHOP);
+    let bodies = chat_bodies(&mock);
+    assert_eq!(bodies.len(), 2, "one retry");
+    (result, bodies, lsp)
 }
 
 #[test]
@@ -559,16 +573,7 @@ fn the_embedded_model_rewrites_a_function_or_refuses_cleanly() {
 #[test]
 fn an_answer_that_loses_the_selected_definition_is_refused() {
     let other = "```python\nimport os\n\ndef tax(amount):\n    return amount * 0.2\n```";
-    let mock = mock(&json!({ "responses": [ { "text": other }, { "text": other } ] }).to_string());
-    let ws = Workspace::new(&[("shop.py", SHOP)]);
-    let uri = ws.uri("shop.py");
-    let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
-    lsp.open(&uri, "python", SHOP);
-    let result = rewrite(
-        &mut lsp,
-        json!({ "uri": uri, "range": range(3, 0, 7, 17), "instruction": "Add documentation" }),
-    );
-    assert_eq!(result["applied"], false, "{result}");
+    let (result, bodies, _lsp) = refused_twice(other, range(3, 0, 7, 17), "Add documentation");
     assert!(
         result["summary"]
             .as_str()
@@ -576,9 +581,6 @@ fn an_answer_that_loses_the_selected_definition_is_refused() {
             .contains("no longer defines `total`"),
         "{result}"
     );
-    assert_eq!(lsp.buffers[&uri].1, SHOP);
-    let bodies = chat_bodies(&mock);
-    assert_eq!(bodies.len(), 2);
     assert!(
         bodies[1].contains("no longer defines `total`"),
         "{}",
@@ -593,17 +595,7 @@ fn an_answer_that_loses_the_selected_definition_is_refused() {
 #[test]
 fn an_answer_that_repeats_another_function_of_the_file_is_refused() {
     let copied = "```python\nimport os\n\ndef total(items):\n    return 0\n\ndef tax(amount):\n    return amount * 0.25\n```";
-    let mock =
-        mock(&json!({ "responses": [ { "text": copied }, { "text": copied } ] }).to_string());
-    let ws = Workspace::new(&[("shop.py", SHOP)]);
-    let uri = ws.uri("shop.py");
-    let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
-    lsp.open(&uri, "python", SHOP);
-    let result = rewrite(
-        &mut lsp,
-        json!({ "uri": uri, "range": range(10, 0, 12, 0), "instruction": "25%" }),
-    );
-    assert_eq!(result["applied"], false, "{result}");
+    let (result, _bodies, _lsp) = refused_twice(copied, range(10, 0, 12, 0), "25%");
     assert!(
         result["summary"]
             .as_str()
@@ -611,6 +603,4 @@ fn an_answer_that_repeats_another_function_of_the_file_is_refused() {
             .contains("repeats `total`"),
         "{result}"
     );
-    assert_eq!(lsp.buffers[&uri].1, SHOP);
-    assert_eq!(chat_bodies(&mock).len(), 2);
 }
