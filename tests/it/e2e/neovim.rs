@@ -502,13 +502,48 @@ const SHOP_PY: &str = "import os\n\n\ndef total(items):\n    result = 0\n    for
 /// undoes it.
 #[test]
 fn neovim_code_action_documents_a_function_and_one_undo_restores_it() {
+    let Some(value) = document_total(
+        "code_action.lua",
+        &[("FETTLE_TITLE", "Fettle: Add documentation")],
+    ) else {
+        return;
+    };
+    let titles: Vec<&str> = value["titles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        titles.contains(&"Fettle: Rewrite…") && titles.contains(&"Fettle: Simplify"),
+        "{titles:?}"
+    );
+}
+
+/// The plugin's `:4,8Fettle rewrite` (set up with `require('fettle').setup()`),
+/// the instruction typed at its prompt: rewritten, and one `u` undoes it.
+#[test]
+fn neovim_fettle_rewrite_command_prompts_applies_and_undoes() {
+    let Some(value) = document_total(
+        "rewrite_command.lua",
+        &[("FETTLE_INSTRUCTION", "Add a docstring")],
+    ) else {
+        return;
+    };
+    assert_eq!(value["prompt"], "Fettle rewrite: ", "{value:#}");
+}
+
+/// Runs `fixture` in a headless Neovim on `SHOP_PY` (lines 4–8 selected)
+/// with a mock model that documents `total`; checks the documented buffer
+/// and that one `u` restores it. `None` when Neovim is missing.
+fn document_total(fixture: &str, env: &[(&str, &str)]) -> Option<Value> {
     let Some(nvim) = nvim() else {
         assert!(
             std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
             "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
         );
         eprintln!("skipping: Neovim 0.11 not found (set FETTLE_NVIM)");
-        return;
+        return None;
     };
     let ws = Workspace::new(&[("shop.py", SHOP_PY)]);
     let answer = "Here it is:\n```python\ndef total(items):\n    \"\"\"Return the summed price of `items`.\"\"\"\n    result = 0\n    for item in items:\n        result = result + item.price\n    return result\n```";
@@ -521,12 +556,12 @@ fn neovim_code_action_documents_a_function_and_one_undo_restores_it() {
         "models": { "mock": { "provider": "openai", "base_url": format!("{}/v1", mock.server.url()), "model": "mock", "max_retries": 0 } },
         "edit": { "model": "mock" },
     });
-    let out = ws.root().join("nvim-code-action.json");
+    let out = ws.root().join("nvim-rewrite.json");
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let state = tempfile::tempdir().unwrap();
     let status = Command::new(nvim)
         .args(["--headless", "-n", "-i", "NONE", "-u"])
-        .arg(manifest.join("tests/fixtures/neovim/code_action.lua"))
+        .arg(manifest.join("tests/fixtures/neovim").join(fixture))
         .arg(ws.path("shop.py"))
         .current_dir(ws.root())
         .stdin(std::process::Stdio::null())
@@ -536,7 +571,7 @@ fn neovim_code_action_documents_a_function_and_one_undo_restores_it() {
         .env("FETTLE_PLUGIN", manifest.join("editors/nvim"))
         .env("FETTLE_FIRST", "4")
         .env("FETTLE_LAST", "8")
-        .env("FETTLE_TITLE", "Fettle: Add documentation")
+        .envs(env.iter().copied())
         .env("FETTLE_OUT", &out)
         .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
         .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
@@ -547,16 +582,6 @@ fn neovim_code_action_documents_a_function_and_one_undo_restores_it() {
     assert!(status.success(), "nvim exited with {status}\n{log}");
     let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(value["errors"], serde_json::json!([]), "{value:#}\n{log}");
-    let titles: Vec<&str> = value["titles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert!(
-        titles.contains(&"Fettle: Rewrite…") && titles.contains(&"Fettle: Simplify"),
-        "{titles:?}"
-    );
     let documented = SHOP_PY.replace(
         "def total(items):\n",
         "def total(items):\n    \"\"\"Return the summed price of `items`.\"\"\"\n",
@@ -568,4 +593,5 @@ fn neovim_code_action_documents_a_function_and_one_undo_restores_it() {
         lines(SHOP_PY),
         "one `u` undoes it: {value:#}"
     );
+    Some(value)
 }

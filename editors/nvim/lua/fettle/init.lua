@@ -93,4 +93,22 @@ M.handlers = {
   ['fettle/saveDocuments'] = M.save_documents,
 }
 
+--- Configures and enables the server (Neovim 0.11+ `vim.lsp.config` /
+--- `vim.lsp.enable`): `opts.cmd` (default `{ 'fettle' }`), `opts.filetypes`,
+--- `opts.root_markers`, and `opts.settings` (sent as `initializationOptions`
+--- and answered to `workspace/configuration`).
+function M.setup(opts)
+  opts = opts or {}
+  vim.lsp.config('fettle', {
+    cmd = opts.cmd or { 'fettle' },
+    filetypes = opts.filetypes,
+    root_markers = opts.root_markers or { 'fettle.toml', '.git' },
+    capabilities = M.capabilities(opts.capabilities),
+    handlers = M.handlers,
+    init_options = opts.settings,
+    settings = opts.settings and { fettle = opts.settings } or nil,
+  })
+  vim.lsp.enable('fettle')
+end
+
 return M

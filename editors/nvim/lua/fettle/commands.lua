@@ -1,0 +1,137 @@
+-- `:Fettle` subcommands: rewrite a range with an instruction, fix the
+-- buffer's diagnostics, undo or cancel the agent's task, show statistics.
+-- Every request is asynchronous: a rewrite or a task takes seconds, and
+-- Neovim must stay usable meanwhile.
+local M = {}
+
+--- The Fettle client attached to `bufnr`, or nil with a message.
+local function client_for(bufnr)
+  local client = vim.lsp.get_clients({ bufnr = bufnr, name = 'fettle' })[1]
+  if not client then
+    vim.notify('Fettle is not attached to this buffer', vim.log.levels.WARN)
+  end
+  return client
+end
+
+local function execute(client, bufnr, command, argument, on_result)
+  client:request('workspace/executeCommand', {
+    command = command,
+    arguments = { argument },
+  }, function(err, result)
+    if err then
+      vim.notify('Fettle: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      return
+    end
+    if on_result then
+      on_result(result)
+    end
+  end, bufnr)
+end
+
+--- Rewrites lines `line1`..`line2` (1-based, inclusive) of the current
+--- buffer as `instruction` says; prompts for it when it is empty.
+function M.rewrite(line1, line2, instruction)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = client_for(bufnr)
+  if not client then
+    return
+  end
+  local function run(text)
+    if not text or vim.trim(text) == '' then
+      return
+    end
+    local argument = {
+      uri = vim.uri_from_bufnr(bufnr),
+      -- Whole lines: from the first line's start to the next line's start.
+      range = {
+        start = { line = line1 - 1, character = 0 },
+        ['end'] = { line = line2, character = 0 },
+      },
+      instruction = text,
+      version = vim.lsp.util.buf_versions[bufnr],
+    }
+    execute(client, bufnr, 'fettle.rewrite', argument, function(result)
+      if result and not result.applied then
+        -- The server has shown why; keep it in :messages too.
+        vim.notify('Fettle: ' .. (result.summary or 'not applied'), vim.log.levels.WARN)
+      elseif result then
+        vim.notify('Fettle: ' .. result.summary, vim.log.levels.INFO)
+      end
+    end)
+  end
+  if instruction and vim.trim(instruction) ~= '' then
+    run(instruction)
+  else
+    vim.ui.input({ prompt = 'Fettle rewrite: ' }, run)
+  end
+end
+
+--- Runs the repair loop on the current buffer's diagnostics.
+function M.fix()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = client_for(bufnr)
+  if client then
+    execute(client, bufnr, 'fettle.fixDiagnostics', { uri = vim.uri_from_bufnr(bufnr) }, function(result)
+      vim.notify('Fettle: ' .. ((result or {}).summary or 'done'), vim.log.levels.INFO)
+    end)
+  end
+end
+
+--- Restores what the last task changed.
+function M.undo()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = client_for(bufnr)
+  if client then
+    execute(client, bufnr, 'fettle.undo', vim.empty_dict(), function(result)
+      local restored = (result or {}).restored or {}
+      vim.notify(('Fettle: restored %d file(s)'):format(#restored), vim.log.levels.INFO)
+    end)
+  end
+end
+
+--- Cancels the running task.
+function M.cancel()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = client_for(bufnr)
+  if client then
+    execute(client, bufnr, 'fettle.cancel', vim.empty_dict())
+  end
+end
+
+--- Shows `fettle/stats`.
+function M.stats()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = client_for(bufnr)
+  if client then
+    client:request('fettle/stats', vim.empty_dict(), function(err, result)
+      if err then
+        vim.notify('Fettle: ' .. err.message, vim.log.levels.ERROR)
+      else
+        vim.notify(vim.inspect(result), vim.log.levels.INFO)
+      end
+    end, bufnr)
+  end
+end
+
+M.subcommands = { 'rewrite', 'fix', 'undo', 'cancel', 'stats' }
+
+--- `:Fettle {subcommand} [args]` (a range for `rewrite`).
+function M.dispatch(opts)
+  local sub, rest = opts.args:match('^%s*(%S*)%s*(.-)%s*$')
+  if sub == 'rewrite' then
+    M.rewrite(opts.line1, opts.line2, rest)
+  elseif sub == 'fix' then
+    M.fix()
+  elseif sub == 'undo' then
+    M.undo()
+  elseif sub == 'cancel' then
+    M.cancel()
+  elseif sub == 'stats' then
+    M.stats()
+  else
+    vim.notify('Fettle: unknown subcommand ' .. vim.inspect(sub) .. '; one of: '
+      .. table.concat(M.subcommands, ', '), vim.log.levels.ERROR)
+  end
+end
+
+return M
