@@ -595,3 +595,77 @@ fn document_total(fixture: &str, env: &[(&str, &str)]) -> Option<Value> {
     );
     Some(value)
 }
+
+/// `:Fettle chat` runs the repair loop on the open file, and `:Fettle log`
+/// shows what the agent did, from `fettle/taskEvent`.
+#[test]
+fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
+    let Some(nvim) = nvim() else {
+        assert!(
+            std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
+            "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
+        );
+        eprintln!("skipping: Neovim 0.11 not found (set FETTLE_NVIM)");
+        return;
+    };
+    let ws = Workspace::new(&[("models.py", MODELS), ("check.py", INVOICE_CHECK)]);
+    let script = fettle::mock::Script::from_json(
+        r#"{"responses": [
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "models.py"}}]},
+            {"tool_calls": [{"name": "edit", "arguments": {"path": "models.py", "search": "        return self.amount - 1\n", "replace": "        return self.amount\n"}}]},
+            {"text": "Fixed `total`."}
+        ]}"#,
+    )
+    .unwrap();
+    let mock = super::harness::BackgroundMock::start(script);
+    let init = serde_json::json!({
+        "models": { "mock": { "provider": "openai", "base_url": format!("{}/v1", mock.server.url()), "model": "mock", "max_retries": 0 } },
+        "agent": { "model": "mock", "test_command": "python3 check.py" },
+    });
+    let out = ws.root().join("nvim-chat.json");
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let state = tempfile::tempdir().unwrap();
+    let status = Command::new(nvim)
+        .args(["--headless", "-n", "-i", "NONE", "-u"])
+        .arg(manifest.join("tests/fixtures/neovim/chat_log.lua"))
+        .arg(ws.path("models.py"))
+        .current_dir(ws.root())
+        .stdin(std::process::Stdio::null())
+        .env("FETTLE_BIN", env!("CARGO_BIN_EXE_fettle"))
+        .env("FETTLE_FILE", ws.path("models.py"))
+        .env("FETTLE_INIT", init.to_string())
+        .env("FETTLE_PLUGIN", manifest.join("editors/nvim"))
+        .env("FETTLE_MESSAGE", "make check.py pass")
+        .env("FETTLE_OUT", &out)
+        .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
+        .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
+        .env("XDG_STATE_HOME", state.path())
+        .status()
+        .expect("run nvim");
+    let log = std::fs::read_to_string(state.path().join("nvim/lsp.log")).unwrap_or_default();
+    assert!(status.success(), "nvim exited with {status}\n{log}");
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(value["errors"], serde_json::json!([]), "{value:#}\n{log}");
+    assert_eq!(value["result"]["status"], "success", "{value:#}\n{log}");
+    let fixed = MODELS.replace("self.amount - 1", "self.amount");
+    assert_eq!(
+        value["lines"],
+        serde_json::json!(fixed.lines().collect::<Vec<_>>()),
+        "{value:#}"
+    );
+    assert_eq!(value["log_name"], "fettle://log");
+    let shown = value["log"].as_array().unwrap();
+    let has = |needle: &str| shown.iter().any(|l| l.as_str().unwrap().contains(needle));
+    assert!(
+        has("tool_call") && has("read_file") && has("edit"),
+        "{shown:#?}"
+    );
+    assert!(
+        value["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str().unwrap().starts_with("Fettle: success")),
+        "{value:#}"
+    );
+}

@@ -66,6 +66,33 @@ function M.rewrite(line1, line2, instruction)
   end
 end
 
+--- Runs the repair loop with `message` as the goal; the lines
+--- `line1`..`line2` are its context when the command had a range.
+function M.chat(message, line1, line2, has_range)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = client_for(bufnr)
+  if not client then
+    return
+  end
+  if not message or vim.trim(message) == '' then
+    vim.notify('Fettle: say what to do, e.g. :Fettle chat make the tests pass', vim.log.levels.WARN)
+    return
+  end
+  local argument = { message = message, uri = vim.uri_from_bufnr(bufnr) }
+  if has_range then
+    argument.range = {
+      start = { line = line1 - 1, character = 0 },
+      ['end'] = { line = line2, character = 0 },
+    }
+  end
+  vim.notify('Fettle: working on it (:Fettle log shows what it does)', vim.log.levels.INFO)
+  execute(client, bufnr, 'fettle.chat', argument, function(result)
+    result = result or {}
+    M.last_result = result
+    vim.notify(('Fettle: %s — %s'):format(result.status or '?', result.summary or ''), vim.log.levels.INFO)
+  end)
+end
+
 --- Runs the repair loop on the current buffer's diagnostics.
 function M.fix()
   local bufnr = vim.api.nvim_get_current_buf()
@@ -113,13 +140,17 @@ function M.stats()
   end
 end
 
-M.subcommands = { 'rewrite', 'fix', 'undo', 'cancel', 'stats' }
+M.subcommands = { 'chat', 'rewrite', 'fix', 'undo', 'cancel', 'stats', 'log' }
 
 --- `:Fettle {subcommand} [args]` (a range for `rewrite`).
 function M.dispatch(opts)
   local sub, rest = opts.args:match('^%s*(%S*)%s*(.-)%s*$')
   if sub == 'rewrite' then
     M.rewrite(opts.line1, opts.line2, rest)
+  elseif sub == 'chat' then
+    M.chat(rest, opts.line1, opts.line2, opts.range > 0)
+  elseif sub == 'log' then
+    require('fettle.log').open()
   elseif sub == 'fix' then
     M.fix()
   elseif sub == 'undo' then

@@ -91,6 +91,9 @@ end
 --- Handlers for `vim.lsp.start({ handlers = ... })`.
 M.handlers = {
   ['fettle/saveDocuments'] = M.save_documents,
+  ['fettle/taskEvent'] = function(err, event)
+    require('fettle.log').add(err, event)
+  end,
 }
 
 --- Configures and enables the server (Neovim 0.11+ `vim.lsp.config` /
