@@ -669,3 +669,54 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
         "{value:#}"
     );
 }
+
+/// `:checkhealth fettle` names the binary and its version, the attached
+/// server and its encoding.
+#[test]
+fn neovim_checkhealth_reports_the_binary_and_the_server() {
+    let Some(nvim) = nvim() else {
+        assert!(
+            std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
+            "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
+        );
+        eprintln!("skipping: Neovim 0.11 not found (set FETTLE_NVIM)");
+        return;
+    };
+    let ws = Workspace::new(&[("shop.py", SHOP_PY)]);
+    let out = ws.root().join("nvim-health.json");
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let state = tempfile::tempdir().unwrap();
+    let status = Command::new(nvim)
+        .args(["--headless", "-n", "-i", "NONE", "-u"])
+        .arg(manifest.join("tests/fixtures/neovim/health.lua"))
+        .arg(ws.path("shop.py"))
+        .current_dir(ws.root())
+        .stdin(std::process::Stdio::null())
+        .env("FETTLE_BIN", env!("CARGO_BIN_EXE_fettle"))
+        .env("FETTLE_PLUGIN", manifest.join("editors/nvim"))
+        .env("FETTLE_OUT", &out)
+        .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
+        .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
+        .env("XDG_STATE_HOME", state.path())
+        .status()
+        .expect("run nvim");
+    assert!(status.success(), "nvim exited with {status}");
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(value["errors"], serde_json::json!([]), "{value:#}");
+    let report: Vec<&str> = value["report"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let has = |needle: &str| report.iter().any(|l| l.contains(needle));
+    assert!(
+        has(&format!("fettle {}", env!("CARGO_PKG_VERSION"))),
+        "{report:#?}"
+    );
+    assert!(
+        has("attached (client") && has("position encoding utf-"),
+        "{report:#?}"
+    );
+    assert!(!report.iter().any(|l| l.contains("ERROR")), "{report:#?}");
+}
