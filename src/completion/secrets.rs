@@ -63,6 +63,23 @@ impl RedactorCache {
     }
 }
 
+impl RedactorCache {
+    /// [`RedactorCache::get`] knowing the dotenv values typed into the
+    /// open secret buffers `secret_buffers` (they may not be on disk yet).
+    /// May walk the workspace: call it off the async runtime.
+    pub fn for_buffers(
+        &self,
+        root: Option<&Path>,
+        secret_buffers: &[ropey::Rope],
+    ) -> Arc<Redactor> {
+        let values = secret_buffers
+            .iter()
+            .flat_map(|rope| crate::secrets::env_secret_values(&rope.to_string()))
+            .collect();
+        self.get(root, values)
+    }
+}
+
 /// Redacts every text of `request` the model sees; returns how many parts
 /// changed.
 pub fn redact_request(redactor: &Redactor, request: &mut FimRequest) -> usize {

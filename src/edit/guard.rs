@@ -54,13 +54,10 @@ pub fn fault(
             message: format!("the model's answer no longer defines {names} (it rewrote something else)"),
         });
     }
-    let elsewhere = scope::defined_names_outside(new_tree, &replaced.rope, region);
-    let copied: Vec<&String> = kept
-        .iter()
-        .filter(|name| !had.contains(name) && elsewhere.contains(name))
-        .collect();
+    let added: Vec<&String> = kept.iter().filter(|name| !had.contains(name)).collect();
+    let copied = scope::defined_outside(new_tree, &replaced.rope, region, &added);
     if !copied.is_empty() {
-        let names = quoted(&copied);
+        let names = quoted(&copied.iter().collect::<Vec<_>>());
         return Some(Fault {
             reason: Reason::CopiedContext,
             feedback: format!("That code also defines {names}, which the file already defines outside the selection. Reply with the new version of the selected code only, in one fenced code block."),

@@ -256,38 +256,52 @@ fn indentation_block(rope: &Rope, problems: Range<usize>) -> Range<usize> {
     start..end
 }
 
-/// Names of the functions, methods and types defined outside `region`, in
-/// the top levels of the tree only (a file's functions, a class's
-/// methods): enough to see a definition repeated, and cheap on big files.
-pub fn defined_names_outside(tree: &Tree, rope: &Rope, region: Range<usize>) -> Vec<String> {
+/// Which of `names` the tree defines (functions, methods, types) outside
+/// `region`, looking at its top levels only (a file's functions, a class's
+/// methods): enough to see a definition repeated. Nothing to look for, no
+/// walk; names are compared by length first, so a big file costs no
+/// allocation per definition.
+pub fn defined_outside(
+    tree: &Tree,
+    rope: &Rope,
+    region: Range<usize>,
+    names: &[&String],
+) -> Vec<String> {
     const MAX_DEPTH: usize = 4;
     fn walk(
         node: Node<'_>,
         depth: usize,
         rope: &Rope,
         region: &Range<usize>,
+        names: &[&String],
         out: &mut Vec<String>,
     ) {
         let outside = node.end_byte() <= region.start || node.start_byte() >= region.end;
         let kind = node.kind();
         if outside && (FUNCTION_KINDS.contains(&kind) || CONTAINER_KINDS.contains(&kind)) {
             if let Some(name) = node.child_by_field_name("name") {
-                let text = rope.byte_slice(name.byte_range()).to_string();
-                if !out.contains(&text) {
-                    out.push(text);
+                let len = name.byte_range().len();
+                for wanted in names.iter().filter(|n| n.len() == len) {
+                    if !out.contains(*wanted)
+                        && rope.byte_slice(name.byte_range()) == wanted.as_str()
+                    {
+                        out.push((*wanted).clone());
+                    }
                 }
             }
         }
-        if depth == MAX_DEPTH {
+        if depth == MAX_DEPTH || out.len() == names.len() {
             return;
         }
         let mut cursor = node.walk();
         for child in node.named_children(&mut cursor) {
-            walk(child, depth + 1, rope, region, out);
+            walk(child, depth + 1, rope, region, names, out);
         }
     }
     let mut out = Vec::new();
-    walk(tree.root_node(), 0, rope, &region, &mut out);
+    if !names.is_empty() {
+        walk(tree.root_node(), 0, rope, &region, names, &mut out);
+    }
     out
 }
 

@@ -333,6 +333,14 @@ fn definitions_outside_a_region_are_seen_at_the_top_levels() {
     let rope = Rope::from_str(text);
     let tree = parse_str(Language::Python, text, None).unwrap();
     let b = byte_of(text, "def b");
-    let names = scope::defined_names_outside(&tree, &rope, b..text.len());
-    assert_eq!(names, ["a", "K", "m"], "`inner` is too deep; `b` is inside");
+    let wanted: Vec<String> = ["a", "K", "m", "inner", "b", "zz"]
+        .map(String::from)
+        .to_vec();
+    let wanted: Vec<&String> = wanted.iter().collect();
+    let names = scope::defined_outside(&tree, &rope, b..text.len(), &wanted);
+    assert_eq!(
+        names,
+        ["a", "K", "m"],
+        "`inner` is too deep; `b` is inside; `zz` is nowhere"
+    );
 }

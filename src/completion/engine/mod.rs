@@ -130,15 +130,15 @@ impl Engine {
     }
 
     /// The statistics so far.
-    /// The redactor for prompts from `root`, knowing the dotenv values of
-    /// open secret buffers (`secret_values`); shared with rewrites. May
-    /// walk the workspace for dotenv files: call it off the async runtime.
+    /// The redactor for prompts from `root`, knowing the dotenv values typed
+    /// into the open secret buffers; shared with rewrites. May walk the
+    /// workspace for dotenv files: call it off the async runtime.
     pub fn redactor(
         &self,
         root: Option<&std::path::Path>,
-        secret_values: Vec<String>,
+        secret_buffers: &[ropey::Rope],
     ) -> Arc<crate::secrets::Redactor> {
-        self.redactor.get(root, secret_values)
+        self.redactor.for_buffers(root, secret_buffers)
     }
 
     pub fn stats(&self) -> Report {

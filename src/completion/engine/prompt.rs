@@ -111,13 +111,8 @@ pub(super) async fn build(
             .as_ref()
             .and_then(|r| r.file_name())
             .map(|n| n.to_string_lossy().into_owned());
-        // The dotenv values typed into open secret buffers (they may not be
-        // on disk yet); finding the workspace's dotenv files may walk it.
-        let secret_values = secret_buffers
-            .iter()
-            .flat_map(|rope| crate::secrets::env_secret_values(&rope.to_string()))
-            .collect();
-        let redactor = redactors.get(root.as_deref(), secret_values);
+        // Finding the workspace's dotenv files may walk it.
+        let redactor = redactors.for_buffers(root.as_deref(), &secret_buffers);
         (ctx, relative, repo, redactor)
     })
     .await;

@@ -364,14 +364,9 @@ async fn redactor(
         .map(|d| d.document.rope.clone())
         .collect();
     let engine = state.completion.clone();
-    let built = tokio::task::spawn_blocking(move || {
-        let values = secret_buffers
-            .iter()
-            .flat_map(|rope| crate::secrets::env_secret_values(&rope.to_string()))
-            .collect();
-        engine.redactor(root.as_deref(), values)
-    })
-    .await;
+    let built =
+        tokio::task::spawn_blocking(move || engine.redactor(root.as_deref(), &secret_buffers))
+            .await;
     built.unwrap_or_else(|err| {
         tracing::error!(%err, "building the redactor failed; redacting secret shapes only");
         Arc::new(crate::secrets::Redactor::default())

@@ -537,14 +537,6 @@ fn neovim_fettle_rewrite_command_prompts_applies_and_undoes() {
 /// with a mock model that documents `total`; checks the documented buffer
 /// and that one `u` restores it. `None` when Neovim is missing.
 fn document_total(fixture: &str, env: &[(&str, &str)]) -> Option<Value> {
-    let Some(nvim) = nvim() else {
-        assert!(
-            std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
-            "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
-        );
-        eprintln!("skipping: Neovim 0.11 not found (set FETTLE_NVIM)");
-        return None;
-    };
     let ws = Workspace::new(&[("shop.py", SHOP_PY)]);
     let answer = "Here it is:\n```python\ndef total(items):\n    \"\"\"Return the summed price of `items`.\"\"\"\n    result = 0\n    for item in items:\n        result = result + item.price\n    return result\n```";
     let script = fettle::mock::Script::from_json(
@@ -556,32 +548,14 @@ fn document_total(fixture: &str, env: &[(&str, &str)]) -> Option<Value> {
         "models": { "mock": { "provider": "openai", "base_url": format!("{}/v1", mock.server.url()), "model": "mock", "max_retries": 0 } },
         "edit": { "model": "mock" },
     });
-    let out = ws.root().join("nvim-rewrite.json");
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let state = tempfile::tempdir().unwrap();
-    let status = Command::new(nvim)
-        .args(["--headless", "-n", "-i", "NONE", "-u"])
-        .arg(manifest.join("tests/fixtures/neovim").join(fixture))
-        .arg(ws.path("shop.py"))
-        .current_dir(ws.root())
-        .stdin(std::process::Stdio::null())
-        .env("FETTLE_BIN", env!("CARGO_BIN_EXE_fettle"))
-        .env("FETTLE_ROOT", ws.root())
-        .env("FETTLE_INIT", init.to_string())
-        .env("FETTLE_PLUGIN", manifest.join("editors/nvim"))
-        .env("FETTLE_FIRST", "4")
-        .env("FETTLE_LAST", "8")
-        .envs(env.iter().copied())
-        .env("FETTLE_OUT", &out)
-        .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
-        .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
-        .env("XDG_STATE_HOME", state.path())
-        .status()
-        .expect("run nvim");
-    let log = std::fs::read_to_string(state.path().join("nvim/lsp.log")).unwrap_or_default();
-    assert!(status.success(), "nvim exited with {status}\n{log}");
-    let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(value["errors"], serde_json::json!([]), "{value:#}\n{log}");
+    let mut env = env.to_vec();
+    let init = init.to_string();
+    env.extend([
+        ("FETTLE_INIT", init.as_str()),
+        ("FETTLE_FIRST", "4"),
+        ("FETTLE_LAST", "8"),
+    ]);
+    let (value, log) = run_plugin_fixture(fixture, &ws, "shop.py", &env)?;
     let documented = SHOP_PY.replace(
         "def total(items):\n",
         "def total(items):\n    \"\"\"Return the summed price of `items`.\"\"\"\n",
@@ -596,18 +570,56 @@ fn document_total(fixture: &str, env: &[(&str, &str)]) -> Option<Value> {
     Some(value)
 }
 
-/// `:Fettle chat` runs the repair loop on the open file, and `:Fettle log`
-/// shows what the agent did, from `fettle/taskEvent`.
-#[test]
-fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
+/// Runs `tests/fixtures/neovim/<fixture>` in a headless Neovim 0.11 with the
+/// shipped plugin on the runtimepath, editing `file` of `ws`, with `env`
+/// added; returns the fixture's report (its `errors` checked empty) and
+/// Neovim's LSP log. `None` when Neovim is missing (a failure when
+/// `FETTLE_REQUIRE_NVIM` is set).
+fn run_plugin_fixture(
+    fixture: &str,
+    ws: &Workspace,
+    file: &str,
+    env: &[(&str, &str)],
+) -> Option<(Value, String)> {
     let Some(nvim) = nvim() else {
         assert!(
             std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
             "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
         );
         eprintln!("skipping: Neovim 0.11 not found (set FETTLE_NVIM)");
-        return;
+        return None;
     };
+    let out = ws.root().join("nvim-report.json");
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let state = tempfile::tempdir().unwrap();
+    let status = Command::new(nvim)
+        .args(["--headless", "-n", "-i", "NONE", "-u"])
+        .arg(manifest.join("tests/fixtures/neovim").join(fixture))
+        .arg(ws.path(file))
+        .current_dir(ws.root())
+        .stdin(std::process::Stdio::null())
+        .env("FETTLE_BIN", env!("CARGO_BIN_EXE_fettle"))
+        .env("FETTLE_ROOT", ws.root())
+        .env("FETTLE_FILE", ws.path(file))
+        .env("FETTLE_PLUGIN", manifest.join("editors/nvim"))
+        .env("FETTLE_OUT", &out)
+        .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
+        .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
+        .env("XDG_STATE_HOME", state.path())
+        .envs(env.iter().copied())
+        .status()
+        .expect("run nvim");
+    let log = std::fs::read_to_string(state.path().join("nvim/lsp.log")).unwrap_or_default();
+    assert!(status.success(), "nvim exited with {status}\n{log}");
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(value["errors"], serde_json::json!([]), "{value:#}\n{log}");
+    Some((value, log))
+}
+
+/// `:Fettle chat` runs the repair loop on the open file, and `:Fettle log`
+/// shows what the agent did, from `fettle/taskEvent`.
+#[test]
+fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
     let ws = Workspace::new(&[("models.py", MODELS), ("check.py", INVOICE_CHECK)]);
     let script = fettle::mock::Script::from_json(
         r#"{"responses": [
@@ -622,30 +634,14 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
         "models": { "mock": { "provider": "openai", "base_url": format!("{}/v1", mock.server.url()), "model": "mock", "max_retries": 0 } },
         "agent": { "model": "mock", "test_command": "python3 check.py" },
     });
-    let out = ws.root().join("nvim-chat.json");
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let state = tempfile::tempdir().unwrap();
-    let status = Command::new(nvim)
-        .args(["--headless", "-n", "-i", "NONE", "-u"])
-        .arg(manifest.join("tests/fixtures/neovim/chat_log.lua"))
-        .arg(ws.path("models.py"))
-        .current_dir(ws.root())
-        .stdin(std::process::Stdio::null())
-        .env("FETTLE_BIN", env!("CARGO_BIN_EXE_fettle"))
-        .env("FETTLE_FILE", ws.path("models.py"))
-        .env("FETTLE_INIT", init.to_string())
-        .env("FETTLE_PLUGIN", manifest.join("editors/nvim"))
-        .env("FETTLE_MESSAGE", "make check.py pass")
-        .env("FETTLE_OUT", &out)
-        .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
-        .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
-        .env("XDG_STATE_HOME", state.path())
-        .status()
-        .expect("run nvim");
-    let log = std::fs::read_to_string(state.path().join("nvim/lsp.log")).unwrap_or_default();
-    assert!(status.success(), "nvim exited with {status}\n{log}");
-    let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(value["errors"], serde_json::json!([]), "{value:#}\n{log}");
+    let init = init.to_string();
+    let env = [
+        ("FETTLE_INIT", init.as_str()),
+        ("FETTLE_MESSAGE", "make check.py pass"),
+    ];
+    let Some((value, log)) = run_plugin_fixture("chat_log.lua", &ws, "models.py", &env) else {
+        return;
+    };
     assert_eq!(value["result"]["status"], "success", "{value:#}\n{log}");
     let fixed = MODELS.replace("self.amount - 1", "self.amount");
     assert_eq!(
@@ -674,35 +670,10 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
 /// server and its encoding.
 #[test]
 fn neovim_checkhealth_reports_the_binary_and_the_server() {
-    let Some(nvim) = nvim() else {
-        assert!(
-            std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
-            "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
-        );
-        eprintln!("skipping: Neovim 0.11 not found (set FETTLE_NVIM)");
+    let ws = Workspace::new(&[("shop.py", SHOP_PY)]);
+    let Some((value, _log)) = run_plugin_fixture("health.lua", &ws, "shop.py", &[]) else {
         return;
     };
-    let ws = Workspace::new(&[("shop.py", SHOP_PY)]);
-    let out = ws.root().join("nvim-health.json");
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let state = tempfile::tempdir().unwrap();
-    let status = Command::new(nvim)
-        .args(["--headless", "-n", "-i", "NONE", "-u"])
-        .arg(manifest.join("tests/fixtures/neovim/health.lua"))
-        .arg(ws.path("shop.py"))
-        .current_dir(ws.root())
-        .stdin(std::process::Stdio::null())
-        .env("FETTLE_BIN", env!("CARGO_BIN_EXE_fettle"))
-        .env("FETTLE_PLUGIN", manifest.join("editors/nvim"))
-        .env("FETTLE_OUT", &out)
-        .env("FETTLE_CACHE_DIR", ws.root().join(".cache"))
-        .env("XDG_CONFIG_HOME", ws.root().join(".no-config"))
-        .env("XDG_STATE_HOME", state.path())
-        .status()
-        .expect("run nvim");
-    assert!(status.success(), "nvim exited with {status}");
-    let value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    assert_eq!(value["errors"], serde_json::json!([]), "{value:#}");
     let report: Vec<&str> = value["report"]
         .as_array()
         .unwrap()
