@@ -1,4 +1,5 @@
--- `:Fettle {rewrite|fix|undo|cancel|stats}`; `:'<,'>Fettle rewrite [instruction]`.
+-- `:Fettle {chat|rewrite|fix|undo|cancel|stats|log|toggle|diff}`;
+-- `:'<,'>Fettle rewrite [instruction]`. See :help fettle.
 if vim.g.loaded_fettle then
   return
 end
@@ -9,7 +10,7 @@ vim.api.nvim_create_user_command('Fettle', function(opts)
 end, {
   nargs = '+',
   range = true,
-  desc = 'Fettle: rewrite a range, fix diagnostics, undo or cancel a task, statistics',
+  desc = 'Fettle: chat, rewrite a range, fix diagnostics, undo or cancel a task, log, ghost text on/off',
   complete = function(arglead, cmdline)
     if cmdline:match('^%S*Fettle%s+%S*$') then
       return vim.tbl_filter(function(s)

@@ -13,6 +13,7 @@ mod lifecycle;
 mod logging;
 mod models;
 mod neovim;
+mod neovim_ghost;
 mod rewrite;
 mod robustness;
 mod robustness_eof;

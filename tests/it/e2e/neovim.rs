@@ -575,7 +575,7 @@ fn document_total(fixture: &str, env: &[(&str, &str)]) -> Option<Value> {
 /// added; returns the fixture's report (its `errors` checked empty) and
 /// Neovim's LSP log. `None` when Neovim is missing (a failure when
 /// `FETTLE_REQUIRE_NVIM` is set).
-fn run_plugin_fixture(
+pub(super) fn run_plugin_fixture(
     fixture: &str,
     ws: &Workspace,
     file: &str,

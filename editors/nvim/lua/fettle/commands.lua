@@ -66,6 +66,43 @@ function M.rewrite(line1, line2, instruction)
   end
 end
 
+--- The end of a task (chat or fix): a short summary, and the result kept
+--- for `:Fettle diff`.
+function M.task_ended(result)
+  result = result or {}
+  M.last_result = result
+  local changed = #(result.changedFiles or {})
+  local level = result.status == 'success' and vim.log.levels.INFO or vim.log.levels.WARN
+  local tail = ''
+  if changed > 0 then
+    tail = (' (%d file%s changed: :Fettle diff shows it, :Fettle undo restores it)'):format(
+      changed, changed == 1 and '' or 's')
+  end
+  vim.notify(('Fettle: %s — %s%s'):format(result.status or '?', vim.trim(result.summary or ''), tail), level)
+end
+
+--- Opens the diff of the last finished task in a split.
+function M.diff()
+  local result = M.last_result
+  if not result or not result.diff or result.diff == '' then
+    vim.notify('Fettle: no finished task with changes in this session', vim.log.levels.WARN)
+    return
+  end
+  local name = 'fettle://diff/' .. (result.taskId or 'last')
+  local bufnr = vim.fn.bufnr(name)
+  if bufnr < 0 then
+    bufnr = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_name(bufnr, name)
+    vim.bo[bufnr].bufhidden = 'hide'
+    vim.bo[bufnr].filetype = 'diff'
+  end
+  vim.bo[bufnr].modifiable = true
+  vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, vim.split(result.diff, '\n', { plain = true, trimempty = true }))
+  vim.bo[bufnr].modifiable = false
+  vim.cmd('botright split')
+  vim.api.nvim_win_set_buf(0, bufnr)
+end
+
 --- Runs the repair loop with `message` as the goal; the lines
 --- `line1`..`line2` are its context when the command had a range.
 function M.chat(message, line1, line2, has_range)
@@ -86,11 +123,7 @@ function M.chat(message, line1, line2, has_range)
     }
   end
   vim.notify('Fettle: working on it (:Fettle log shows what it does)', vim.log.levels.INFO)
-  execute(client, bufnr, 'fettle.chat', argument, function(result)
-    result = result or {}
-    M.last_result = result
-    vim.notify(('Fettle: %s — %s'):format(result.status or '?', result.summary or ''), vim.log.levels.INFO)
-  end)
+  execute(client, bufnr, 'fettle.chat', argument, M.task_ended)
 end
 
 --- Runs the repair loop on the current buffer's diagnostics.
@@ -98,9 +131,8 @@ function M.fix()
   local bufnr = vim.api.nvim_get_current_buf()
   local client = client_for(bufnr)
   if client then
-    execute(client, bufnr, 'fettle.fixDiagnostics', { uri = vim.uri_from_bufnr(bufnr) }, function(result)
-      vim.notify('Fettle: ' .. ((result or {}).summary or 'done'), vim.log.levels.INFO)
-    end)
+    vim.notify('Fettle: fixing this file (:Fettle log shows what it does)', vim.log.levels.INFO)
+    execute(client, bufnr, 'fettle.fixDiagnostics', { uri = vim.uri_from_bufnr(bufnr) }, M.task_ended)
   end
 end
 
@@ -140,7 +172,7 @@ function M.stats()
   end
 end
 
-M.subcommands = { 'chat', 'rewrite', 'fix', 'undo', 'cancel', 'stats', 'log' }
+M.subcommands = { 'chat', 'rewrite', 'fix', 'undo', 'cancel', 'stats', 'log', 'toggle', 'diff' }
 
 --- `:Fettle {subcommand} [args]` (a range for `rewrite`).
 function M.dispatch(opts)
@@ -159,6 +191,11 @@ function M.dispatch(opts)
     M.cancel()
   elseif sub == 'stats' then
     M.stats()
+  elseif sub == 'toggle' then
+    local on = require('fettle').toggle()
+    vim.notify('Fettle: ghost text ' .. (on and 'on' or 'off'), vim.log.levels.INFO)
+  elseif sub == 'diff' then
+    M.diff()
   else
     vim.notify('Fettle: unknown subcommand ' .. vim.inspect(sub) .. '; one of: '
       .. table.concat(M.subcommands, ', '), vim.log.levels.ERROR)

@@ -1,6 +1,8 @@
--- Fettle for Neovim (0.11+): the protocol extensions Neovim must answer.
--- The full plugin (ghost text, commands, UI) comes later; this part keeps
--- the agent's edits and the disk as one text:
+-- Fettle for Neovim (0.11+): `require('fettle').setup({...})` configures
+-- and enables the server, draws ghost text (the plugin's own renderer on
+-- 0.11, Neovim's `vim.lsp.inline_completion` on 0.12+), and answers the
+-- protocol extensions that keep the agent's edits and the disk as one
+-- text. Without setup(), for `vim.lsp.start`:
 --
 --   local fettle = require('fettle')
 --   vim.lsp.start({
@@ -96,12 +98,181 @@ M.handlers = {
   end,
 }
 
+--- Whether Neovim draws ghost text itself (0.12+: `vim.lsp.inline_completion`).
+function M.native_ghost_text()
+  local native = vim.lsp.inline_completion
+  return native ~= nil and native.enable ~= nil and M.options.ghost_text.native ~= false
+end
+
+M.options = {
+  ghost_text = {
+    enabled = true,
+    debounce_ms = 40,
+    --- `'auto'`: Neovim's own inline completion when it has one (0.12+).
+    native = 'auto',
+    --- Insert-mode keys; `false` leaves a key unmapped. Accept and dismiss
+    --- fall back to the key's own meaning when nothing is shown.
+    keymaps = {
+      accept = '<Tab>',
+      accept_word = '<M-w>',
+      accept_line = '<M-l>',
+      next = '<M-]>',
+      prev = '<M-[>',
+      dismiss = '<C-]>',
+    },
+  },
+}
+
+local ghost = require('fettle.ghost')
+
+--- Accepts the whole suggestion; returns whether there was one.
+function M.accept()
+  if M.native_ghost_text() then
+    return vim.lsp.inline_completion.get() or false
+  end
+  return ghost.accept()
+end
+
+--- Accepts the suggestion's next word.
+function M.accept_word()
+  return ghost.accept_word()
+end
+
+--- Accepts the rest of the suggestion's current line.
+function M.accept_line()
+  return ghost.accept_line()
+end
+
+--- Shows the next suggestion (asks for several when none is shown).
+function M.next()
+  if M.native_ghost_text() then
+    local native = vim.lsp.inline_completion
+    return (native.select or native.jump)({ count = 1 })
+  end
+  ghost.cycle(1)
+end
+
+--- Shows the previous suggestion.
+function M.prev()
+  if M.native_ghost_text() then
+    local native = vim.lsp.inline_completion
+    return (native.select or native.jump)({ count = -1 })
+  end
+  ghost.cycle(-1)
+end
+
+--- Hides the suggestion.
+function M.dismiss()
+  ghost.dismiss()
+end
+
+--- Whether a suggestion is shown (the plugin's renderer only).
+function M.is_visible()
+  return ghost.is_visible()
+end
+
+--- Turns ghost text on or off; returns the new state.
+function M.toggle()
+  local on = ghost.toggle()
+  if M.native_ghost_text() then
+    vim.lsp.inline_completion.enable(on)
+  end
+  return on
+end
+
+--- Buffer-local insert-mode keys for ghost text.
+local function map_keys(bufnr)
+  local keys = M.options.ghost_text.keymaps or {}
+  local function map(name, fallback, desc)
+    local lhs = keys[name]
+    if not lhs then
+      return
+    end
+    vim.keymap.set('i', lhs, function()
+      if M.native_ghost_text() then
+        if name == 'accept' then
+          -- Neovim's own: accepts, or says there was nothing to accept.
+          return vim.lsp.inline_completion.get() and '' or lhs
+        end
+        return ('<Cmd>lua require("fettle").%s()<CR>'):format(name)
+      end
+      if ghost.is_visible() then
+        return ('<Cmd>lua require("fettle").%s()<CR>'):format(name)
+      end
+      if name == 'next' or name == 'prev' then
+        return ('<Cmd>lua require("fettle").%s()<CR>'):format(name)
+      end
+      return fallback and lhs or ''
+    end, { buffer = bufnr, expr = true, replace_keycodes = true, desc = 'Fettle: ' .. desc })
+  end
+  map('accept', true, 'accept the suggestion')
+  map('accept_word', false, "accept the suggestion's next word")
+  map('accept_line', false, "accept the suggestion's line")
+  map('next', false, 'next suggestion')
+  map('prev', false, 'previous suggestion')
+  map('dismiss', true, 'hide the suggestion')
+end
+
+--- Ghost text in a buffer the Fettle client attached to.
+local function on_attach(bufnr, client)
+  if not client.server_capabilities.inlineCompletionProvider then
+    return
+  end
+  if M.native_ghost_text() then
+    vim.lsp.inline_completion.enable(ghost.config.enabled, { bufnr = bufnr })
+  else
+    ghost.attach(bufnr)
+  end
+  map_keys(bufnr)
+end
+
 --- Configures and enables the server (Neovim 0.11+ `vim.lsp.config` /
 --- `vim.lsp.enable`): `opts.cmd` (default `{ 'fettle' }`), `opts.filetypes`,
---- `opts.root_markers`, and `opts.settings` (sent as `initializationOptions`
---- and answered to `workspace/configuration`).
+--- `opts.root_markers`, `opts.settings` (sent as `initializationOptions`
+--- and answered to `workspace/configuration`), and `opts.ghost_text`
+--- (`enabled`, `debounce_ms`, `native`, `keymaps`; see |fettle-ghost-text|).
 function M.setup(opts)
   opts = opts or {}
+  M.options = vim.tbl_deep_extend('force', M.options, { ghost_text = opts.ghost_text or {}, progress = opts.progress })
+  ghost.config.enabled = M.options.ghost_text.enabled ~= false
+  ghost.config.debounce_ms = M.options.ghost_text.debounce_ms
+  ghost.highlights()
+  vim.api.nvim_create_autocmd('ColorScheme', {
+    group = vim.api.nvim_create_augroup('fettle.highlights', { clear = true }),
+    callback = ghost.highlights,
+  })
+  if M.options.progress ~= false then
+    -- `$/progress` of rewrites and tasks (Neovim keeps it for
+    -- `vim.lsp.status()`; this echoes it, for users whose statusline does
+    -- not show it).
+    vim.api.nvim_create_autocmd('LspProgress', {
+      group = vim.api.nvim_create_augroup('fettle.progress', { clear = true }),
+      callback = function(ev)
+        local client = vim.lsp.get_client_by_id(ev.data.client_id)
+        local value = vim.tbl_get(ev.data, 'params', 'value')
+        if not client or client.name ~= 'fettle' or type(value) ~= 'table' then
+          return
+        end
+        local text = value.kind == 'end' and ((value.message or 'done')) or
+          table.concat(vim.tbl_filter(function(s) return s ~= '' end, {
+            value.title or '', value.percentage and (value.percentage .. '%') or '', value.message or '' }), ' ')
+        text = text:gsub('\n', ' ')
+        if not vim.startswith(text, 'Fettle') then
+          text = 'Fettle: ' .. text
+        end
+        vim.api.nvim_echo({ { text, 'ModeMsg' } }, false, {})
+      end,
+    })
+  end
+  vim.api.nvim_create_autocmd('LspAttach', {
+    group = vim.api.nvim_create_augroup('fettle.attach', { clear = true }),
+    callback = function(ev)
+      local client = vim.lsp.get_client_by_id(ev.data.client_id)
+      if client and client.name == 'fettle' then
+        on_attach(ev.buf, client)
+      end
+    end,
+  })
   vim.lsp.config('fettle', {
     cmd = opts.cmd or { 'fettle' },
     filetypes = opts.filetypes,
