@@ -644,11 +644,24 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
     };
     assert_eq!(value["result"]["status"], "success", "{value:#}\n{log}");
     let fixed = MODELS.replace("self.amount - 1", "self.amount");
-    assert_eq!(
-        value["lines"],
-        serde_json::json!(fixed.lines().collect::<Vec<_>>()),
+    let lines = |text: &str| serde_json::json!(text.lines().collect::<Vec<_>>());
+    assert_eq!(value["fixed"], lines(&fixed), "{value:#}");
+    // `:Fettle diff`: the task's diff in a split.
+    assert_eq!(value["diff_filetype"], "diff", "{value:#}");
+    assert!(
+        value["diff_name"].as_str().unwrap().starts_with("fettle://diff/"),
         "{value:#}"
     );
+    let diff = value["diff"].as_array().unwrap();
+    let in_diff = |l: &str| diff.iter().any(|d| d == l);
+    assert!(
+        in_diff("-        return self.amount - 1") && in_diff("+        return self.amount"),
+        "{diff:#?}"
+    );
+    // The file, the log and the diff.
+    assert_eq!(value["windows"], 3, "{value:#}");
+    // `:Fettle undo` restored the file in the buffer.
+    assert_eq!(value["lines"], lines(MODELS), "{value:#}");
     assert_eq!(value["log_name"], "fettle://log");
     let shown = value["log"].as_array().unwrap();
     let has = |needle: &str| shown.iter().any(|l| l.as_str().unwrap().contains(needle));
@@ -664,13 +677,35 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
             .any(|m| m.as_str().unwrap().starts_with("Fettle: success")),
         "{value:#}"
     );
+    assert!(
+        value["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == "Fettle: ghost text off"),
+        "{value:#}"
+    );
 }
 
 /// `:checkhealth fettle` names the binary and its version, the attached
 /// server and its encoding.
 #[test]
 fn neovim_checkhealth_reports_the_binary_and_the_server() {
-    let ws = Workspace::new(&[("shop.py", SHOP_PY)]);
+    // The user's configuration names the mock model for everything, so
+    // `fettle doctor` has one model to probe.
+    let mock = super::harness::BackgroundMock::start(fettle::mock::Script::new(vec![{
+        let mut answer = fettle::mock::ScriptedResponse::text("return a + b");
+        answer.repeat = true;
+        answer
+    }]));
+    let user_config = format!(
+        "[models.mock]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock\"\nmax_retries = 0\n\n[completion]\nmodel = \"mock\"\n[edit]\nmodel = \"mock\"\n[agent]\nmodel = \"mock\"\n",
+        mock.server.url()
+    );
+    let ws = Workspace::new(&[
+        ("shop.py", SHOP_PY),
+        (".no-config/fettle/config.toml", &user_config),
+    ]);
     let Some((value, _log)) = run_plugin_fixture("health.lua", &ws, "shop.py", &[]) else {
         return;
     };
@@ -687,6 +722,16 @@ fn neovim_checkhealth_reports_the_binary_and_the_server() {
     );
     assert!(
         has("attached (client") && has("position encoding utf-"),
+        "{report:#?}"
+    );
+    // Ghost text: the plugin's renderer on 0.11, on.
+    assert!(has("on: the plugin's renderer"), "{report:#?}");
+    // `fettle doctor` probed the mock model, which answered.
+    assert!(has("mock (openai, used by completion, edit, agent)"), "{report:#?}");
+    assert!(
+        report
+            .iter()
+            .any(|l| l.contains("OK") && l.contains("answered \"return a + b\"")),
         "{report:#?}"
     );
     assert!(!report.iter().any(|l| l.contains("ERROR")), "{report:#?}");

@@ -54,7 +54,65 @@ function M.check()
       health.info(('rewrites: %d requested, %d applied'):format(edit.requested or 0, edit.applied or 0))
     end
   end
-  health.info('ghost text: not drawn by this plugin yet (Neovim 0.11 has no inline completion)')
+  M.ghost_text(health)
+  M.doctor(health, binary, clients[1].root_dir)
+end
+
+--- Which renderer draws ghost text, and whether it is on.
+function M.ghost_text(health)
+  health.start('fettle: ghost text')
+  local fettle = require('fettle')
+  local ghost = require('fettle.ghost')
+  local mode = fettle.native_ghost_text() and "Neovim's own (vim.lsp.inline_completion)"
+    or "the plugin's renderer (Neovim 0.11 has no inline completion)"
+  if ghost.config.enabled then
+    health.ok(('on: %s, debounce %d ms'):format(mode, ghost.config.debounce_ms))
+  else
+    health.warn(('off (:Fettle toggle turns it on): %s'):format(mode))
+  end
+  local c = ghost.counters
+  health.info(('this session: %d requested, %d drawn, %d dropped as stale, %d cancelled'):format(
+    c.requested, c.drawn, c.stale, c.cancelled))
+  local keys = {}
+  for name, lhs in pairs(fettle.options.ghost_text.keymaps or {}) do
+    if lhs then
+      table.insert(keys, ('%s %s'):format(name, lhs))
+    end
+  end
+  table.sort(keys)
+  health.info('keys (insert mode): ' .. table.concat(keys, ', '))
+end
+
+--- Whether each configured model answers: `fettle doctor` (one short
+--- round trip per model). It reads the workspace's and the user's
+--- configuration files, not the settings given to setup().
+function M.doctor(health, binary, root)
+  health.start('fettle: models (fettle doctor)')
+  local run = vim.system({ binary, 'doctor', root or vim.fn.getcwd() }, { text = true }):wait(120000)
+  if run.code ~= 0 then
+    health.error(('fettle doctor failed (exit %s): %s'):format(tostring(run.code), vim.trim(run.stderr or '')))
+    return
+  end
+  local in_models, model = false, nil
+  for _, line in ipairs(vim.split(run.stdout or '', '\n', { plain = true })) do
+    if line == 'models:' then
+      in_models = true
+    elseif in_models and line == '' then
+      break
+    elseif in_models and line:match('^  %S') then
+      model = vim.trim(line)
+      health.info(model)
+    elseif in_models and line:match('^    ok: ') then
+      health.ok((line:gsub('^    ok: ', '')))
+    elseif in_models and line:match('^    FAILED: ') then
+      health.error(line:gsub('^    FAILED: ', ''), { 'see docs/models.md; `fettle doctor` shows the whole configuration' })
+    elseif in_models then
+      health.info(vim.trim(line))
+    end
+  end
+  if not model then
+    health.warn('fettle doctor listed no model')
+  end
 end
 
 return M
