@@ -8,6 +8,7 @@ mod agent;
 mod arguments;
 mod config;
 mod diagnostics;
+mod editors_helix;
 mod inline_completion;
 mod lifecycle;
 mod logging;

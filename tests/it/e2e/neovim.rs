@@ -649,7 +649,10 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
     // `:Fettle diff`: the task's diff in a split.
     assert_eq!(value["diff_filetype"], "diff", "{value:#}");
     assert!(
-        value["diff_name"].as_str().unwrap().starts_with("fettle://diff/"),
+        value["diff_name"]
+            .as_str()
+            .unwrap()
+            .starts_with("fettle://diff/"),
         "{value:#}"
     );
     let diff = value["diff"].as_array().unwrap();
@@ -727,7 +730,10 @@ fn neovim_checkhealth_reports_the_binary_and_the_server() {
     // Ghost text: the plugin's renderer on 0.11, on.
     assert!(has("on: the plugin's renderer"), "{report:#?}");
     // `fettle doctor` probed the mock model, which answered.
-    assert!(has("mock (openai, used by completion, edit, agent)"), "{report:#?}");
+    assert!(
+        has("mock (openai, used by completion, edit, agent)"),
+        "{report:#?}"
+    );
     assert!(
         report
             .iter()

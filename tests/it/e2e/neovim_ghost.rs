@@ -67,16 +67,30 @@ fn neovim_ghost_text_is_drawn_typed_through_accepted_and_cleared() {
     assert_eq!(word["line"], format!("{line}item.name"), "{word:#}");
     assert_eq!(word["text"], ".upper()", "{word:#}");
     let accepted = screen(&value, "accepted");
-    assert_eq!(accepted["line"], format!("{line}item.name.upper()"), "{accepted:#}");
-    assert_eq!(accepted["cursor"][1], format!("{line}item.name.upper()").len());
+    assert_eq!(
+        accepted["line"],
+        format!("{line}item.name.upper()"),
+        "{accepted:#}"
+    );
+    assert_eq!(
+        accepted["cursor"][1],
+        format!("{line}item.name.upper()").len()
+    );
     assert_eq!(value["undone"], format!("{line}item.name"), "{value:#}");
     // 4. Several lines: the first inline, the others as virtual lines;
     // accepting a line keeps the rest; Esc clears it.
     let several = screen(&value, "several");
     assert_eq!(several["text"], "if not label:", "{several:#}");
-    assert_eq!(several["lines"], json!(["        return \"?\""]), "{several:#}");
+    assert_eq!(
+        several["lines"],
+        json!(["        return \"?\""]),
+        "{several:#}"
+    );
     let accepted_line = screen(&value, "line");
-    assert_eq!(accepted_line["line"], "    if not label:", "{accepted_line:#}");
+    assert_eq!(
+        accepted_line["line"], "    if not label:",
+        "{accepted_line:#}"
+    );
     assert_eq!(accepted_line["marks"], 1, "{accepted_line:#}");
     let escaped = screen(&value, "escaped");
     assert_eq!(escaped["marks"], 0, "{escaped:#}");
