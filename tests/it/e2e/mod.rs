@@ -9,6 +9,7 @@ mod arguments;
 mod config;
 mod diagnostics;
 mod editors_helix;
+mod emacs;
 mod inline_completion;
 mod lifecycle;
 mod logging;
