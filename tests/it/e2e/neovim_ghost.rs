@@ -50,6 +50,12 @@ fn neovim_ghost_text_is_drawn_typed_through_accepted_and_cleared() {
     else {
         return;
     };
+    // Its colour differs from the text's in GUI and terminal colours alike.
+    let highlight = &value["highlight"];
+    assert!(
+        highlight["fg"].is_number() && highlight["ctermfg"].is_number(),
+        "{highlight:#}"
+    );
     let line = "    label = \"🛒 \" + ";
     // 1. Drawn inline at the cursor, after the emoji (4 bytes in UTF-8).
     let shown = screen(&value, "shown");

@@ -75,10 +75,18 @@ function M.task_ended(result)
   local level = result.status == 'success' and vim.log.levels.INFO or vim.log.levels.WARN
   local tail = ''
   if changed > 0 then
-    tail = (' (%d file%s changed: :Fettle diff shows it, :Fettle undo restores it)'):format(
-      changed, changed == 1 and '' or 's')
+    tail = (' (%d file%s changed: :Fettle diff, :Fettle undo)'):format(changed, changed == 1 and '' or 's')
   end
-  vim.notify(('Fettle: %s — %s%s'):format(result.status or '?', vim.trim(result.summary or ''), tail), level)
+  -- One line (a longer message stops the user at a "Press ENTER" prompt);
+  -- the whole summary is in :Fettle log.
+  local summary = vim.split(vim.trim(result.summary or ''), '\n', { plain = true })[1] or ''
+  local fit = require('fettle').fit_line
+  local head = ('Fettle: %s — '):format(result.status or '?')
+  local room = math.max(10, vim.v.echospace - 1 - vim.fn.strdisplaywidth(head .. tail))
+  if vim.fn.strdisplaywidth(summary) > room then
+    summary = vim.fn.strcharpart(summary, 0, room - 1) .. '…'
+  end
+  vim.notify(fit(head .. summary .. tail), level)
 end
 
 --- Opens the diff of the last finished task in a split.

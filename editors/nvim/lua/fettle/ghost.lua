@@ -36,6 +36,8 @@ local timers = {}
 
 --- Counters for tests and `:checkhealth` (answers drawn, dropped as stale).
 M.counters = { requested = 0, drawn = 0, stale = 0, cancelled = 0 }
+--- Milliseconds from a request to its suggestion on screen (the last 100).
+M.latencies = {}
 
 local function fettle_client(bufnr)
   for _, client in ipairs(vim.lsp.get_clients({ bufnr = bufnr, name = 'fettle' })) do
@@ -210,7 +212,14 @@ end
 
 --- Shows the answer to a request made at (`row`, `col`) on `line`, if it
 --- still fits what is in the buffer now.
-local function present(bufnr, client, result, row, col, line, index)
+local function record_latency(started)
+  table.insert(M.latencies, (vim.uv.hrtime() - started) / 1e6)
+  if #M.latencies > 100 then
+    table.remove(M.latencies, 1)
+  end
+end
+
+local function present(bufnr, client, result, row, col, line, started)
   local items = items_of(result, client, line, row, col)
   if #items == 0 then
     return
@@ -219,7 +228,7 @@ local function present(bufnr, client, result, row, col, line, index)
     head = line:sub(1, col),
     after = line:sub(col + 1),
     items = items,
-    index = index or 1,
+    index = 1,
   }
   local now_row, now_col = cursor()
   local now_line = line_at(bufnr, now_row)
@@ -232,6 +241,7 @@ local function present(bufnr, client, result, row, col, line, index)
     s.line = now_line
     shown[bufnr] = s
     M.counters.drawn = M.counters.drawn + 1
+    record_latency(started)
   end
 end
 
@@ -247,6 +257,7 @@ function M.request(bufnr, invoked)
   local row, col = cursor()
   local line = line_at(bufnr, row)
   local tick = api.nvim_buf_get_changedtick(bufnr)
+  local started = vim.uv.hrtime()
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
   params.context = { triggerKind = invoked and 1 or 2 }
   local id
@@ -266,7 +277,7 @@ function M.request(bufnr, invoked)
       M.counters.stale = M.counters.stale + 1
       return
     end
-    present(bufnr, client, result, row, col, line)
+    present(bufnr, client, result, row, col, line, started)
   end, bufnr)
   if ok then
     id = sent
@@ -506,10 +517,20 @@ function M.attach(bufnr)
   })
 end
 
---- Default colours: like a comment, as other ghost text is.
+--- Default colours: a comment's, in both colour modes. Neovim's default
+--- `Comment` has only a GUI colour, so without 'termguicolors' (many
+--- terminals, tmux without RGB) a link to it would draw ghost text exactly
+--- like real text; grey 244 is what other ghost text uses there.
 function M.highlights()
-  api.nvim_set_hl(0, 'FettleGhostText', { link = 'Comment', default = true })
-  api.nvim_set_hl(0, 'FettleGhostTextCounter', { link = 'NonText', default = true })
+  local comment = api.nvim_get_hl(0, { name = 'Comment', link = false })
+  api.nvim_set_hl(0, 'FettleGhostText', {
+    default = true,
+    fg = comment.fg or 0x808080,
+    ctermfg = comment.ctermfg or 244,
+    italic = true,
+    cterm = { italic = true },
+  })
+  api.nvim_set_hl(0, 'FettleGhostTextCounter', { link = 'FettleGhostText', default = true })
 end
 
 return M

@@ -48,7 +48,7 @@ function M.check()
         end
       end
       if #(result.models or {}) == 0 then
-        health.info('no model has been used yet (its health shows after the first request)')
+        health.info('no model has reported its health yet (a remote model does after its first request; fettle doctor below probes each)')
       end
       local edit = result.edit or {}
       health.info(('rewrites: %d requested, %d applied'):format(edit.requested or 0, edit.applied or 0))
@@ -73,6 +73,14 @@ function M.ghost_text(health)
   local c = ghost.counters
   health.info(('this session: %d requested, %d drawn, %d dropped as stale, %d cancelled'):format(
     c.requested, c.drawn, c.stale, c.cancelled))
+  if #ghost.latencies > 0 then
+    local sorted = vim.deepcopy(ghost.latencies)
+    table.sort(sorted)
+    local function at(q)
+      return sorted[math.max(1, math.ceil(q * #sorted))]
+    end
+    health.info(('request → on screen: p50 %.0f ms, p90 %.0f ms (last %d)'):format(at(0.5), at(0.9), #sorted))
+  end
   local keys = {}
   for name, lhs in pairs(fettle.options.ghost_text.keymaps or {}) do
     if lhs then

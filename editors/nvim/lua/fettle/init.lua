@@ -226,6 +226,15 @@ local function on_attach(bufnr, client)
   map_keys(bufnr)
 end
 
+--- `text` shortened to what fits on the command line without a prompt.
+function M.fit_line(text)
+  local room = math.max(10, vim.v.echospace - 1)
+  if vim.fn.strdisplaywidth(text) <= room then
+    return text
+  end
+  return vim.fn.strcharpart(text, 0, room - 1) .. '…'
+end
+
 --- Configures and enables the server (Neovim 0.11+ `vim.lsp.config` /
 --- `vim.lsp.enable`): `opts.cmd` (default `{ 'fettle' }`), `opts.filetypes`,
 --- `opts.root_markers`, `opts.settings` (sent as `initializationOptions`
@@ -260,7 +269,9 @@ function M.setup(opts)
         if not vim.startswith(text, 'Fettle') then
           text = 'Fettle: ' .. text
         end
-        vim.api.nvim_echo({ { text, 'ModeMsg' } }, false, {})
+        -- One screen line: a longer echo would stop the user at a
+        -- "Press ENTER" prompt for every report.
+        vim.api.nvim_echo({ { M.fit_line(text), 'ModeMsg' } }, false, {})
       end,
     })
   end
