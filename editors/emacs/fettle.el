@@ -528,7 +528,11 @@ Returns non-nil while it is shown."
       (cond
        ((and fettle--ghost (fettle--ghost-sync)) nil)
        (t (fettle--ghost-hide)
-          (if (and changed (not (minibufferp)) (not buffer-read-only))
+          ;; Typing asks; undoing (often of an accepted suggestion) does not.
+          (if (and changed (not (minibufferp)) (not buffer-read-only)
+                   (not (memq this-command '(undo undo-only undo-redo undo-tree-undo
+                                                  undo-tree-redo undo-fu-only-undo
+                                                  evil-undo))))
               (fettle--ghost-schedule)
             (fettle--ghost-cancel)))))))
 
