@@ -90,9 +90,15 @@ fn emacs_fettle_el_ert_suite_passes() {
         .expect("run emacs");
     let report = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{report}");
-    assert!(report.contains("Ran 3 tests, 3 results as expected"), "{report}");
+    assert!(
+        report.contains("Ran 3 tests, 3 results as expected"),
+        "{report}"
+    );
     // The agent's edit reached the file and `fettle-undo` restored it.
-    assert_eq!(std::fs::read_to_string(ws.path("models.py")).unwrap(), MODELS);
+    assert_eq!(
+        std::fs::read_to_string(ws.path("models.py")).unwrap(),
+        MODELS
+    );
 }
 
 /// fettle.el byte-compiles without a warning (free variables, wrong
