@@ -742,3 +742,32 @@ fn neovim_checkhealth_reports_the_binary_and_the_server() {
     );
     assert!(!report.iter().any(|l| l.contains("ERROR")), "{report:#?}");
 }
+
+/// Without a plugin manager: the folder as `pack/*/opt/fettle`, then
+/// `:packadd fettle` and `setup()`; the command exists and the server
+/// attaches.
+#[test]
+fn neovim_plugin_loads_with_packadd() {
+    let ws = Workspace::new(&[("shop.py", SHOP_PY)]);
+    let pack = tempfile::tempdir().unwrap();
+    let opt = pack.path().join("pack/test/opt");
+    std::fs::create_dir_all(&opt).unwrap();
+    std::os::unix::fs::symlink(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("editors/nvim"),
+        opt.join("fettle"),
+    )
+    .unwrap();
+    let pack_path = pack.path().to_str().unwrap().to_owned();
+    let Some((value, _log)) = run_plugin_fixture(
+        "packadd.lua",
+        &ws,
+        "shop.py",
+        &[("FETTLE_PACK", &pack_path)],
+    ) else {
+        return;
+    };
+    assert_eq!(value["before"], 0, "{value:#}");
+    assert_eq!(value["command"], 2, "{value:#}");
+    assert_eq!(value["help"], true, "{value:#}");
+    assert_eq!(value["attached"], true, "{value:#}");
+}

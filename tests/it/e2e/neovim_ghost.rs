@@ -101,13 +101,20 @@ fn neovim_ghost_text_is_drawn_typed_through_accepted_and_cleared() {
     let escaped = screen(&value, "escaped");
     assert_eq!(escaped["marks"], 0, "{escaped:#}");
     assert_eq!(escaped["visible"], false, "{escaped:#}");
-    // 5. A keystroke the suggestion does not say clears it.
+    // 5. A keystroke the suggestion does not say clears it; so does
+    // moving the cursor.
     assert_eq!(screen(&value, "before_mismatch")["text"], "al([item])");
     let mismatch = screen(&value, "mismatch");
     assert_eq!(mismatch["marks"], 0, "{mismatch:#}");
     assert!(
         mismatch["line"].as_str().unwrap().ends_with("total = totZ"),
         "{mismatch:#}"
+    );
+    let moved = screen(&value, "moved");
+    assert_eq!(moved["marks"], 0, "{moved:#}");
+    assert!(
+        moved["line"].as_str().unwrap().ends_with("total = tot"),
+        "{moved:#}"
     );
     // 6. The answer for a cursor that has moved since is never drawn.
     let drawn: Vec<&str> = value["drawn"]
