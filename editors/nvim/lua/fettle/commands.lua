@@ -77,16 +77,17 @@ function M.task_ended(result)
   if changed > 0 then
     tail = (' (%d file%s changed: :Fettle diff, :Fettle undo)'):format(changed, changed == 1 and '' or 's')
   end
-  -- One line (a longer message stops the user at a "Press ENTER" prompt);
+  -- One line (a longer message stops the user at a "Press ENTER" prompt):
+  -- the summary first, the hint about :Fettle diff only if it fits too;
   -- the whole summary is in :Fettle log.
   local summary = vim.split(vim.trim(result.summary or ''), '\n', { plain = true })[1] or ''
-  local fit = require('fettle').fit_line
   local head = ('Fettle: %s — '):format(result.status or '?')
-  local room = math.max(10, vim.v.echospace - 1 - vim.fn.strdisplaywidth(head .. tail))
-  if vim.fn.strdisplaywidth(summary) > room then
-    summary = vim.fn.strcharpart(summary, 0, room - 1) .. '…'
+  local room = math.max(10, vim.v.echospace - 1)
+  local width = vim.fn.strdisplaywidth
+  if width(head .. summary .. tail) > room then
+    tail = ''
   end
-  vim.notify(fit(head .. summary .. tail), level)
+  vim.notify(require('fettle').fit_line(head .. summary .. tail), level)
 end
 
 --- Opens the diff of the last finished task in a split.
