@@ -100,6 +100,7 @@ async fn run(model: &Model, prefix: &str, max_tokens: u32) -> Timing {
             max_tokens: Some(max_tokens),
             temperature: Some(0.0),
             stop: Vec::new(),
+            latency_target: None,
         },
         ..Default::default()
     };

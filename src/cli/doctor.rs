@@ -156,6 +156,7 @@ async fn probe(name: &str, config: &ModelConfig) -> Result<String, ModelError> {
         max_tokens: Some(4),
         temperature: Some(0.0),
         stop: Vec::new(),
+        latency_target: None,
     };
     let started = Instant::now();
     let mut first = None;

@@ -255,6 +255,9 @@ pub struct CompletionConfig {
     /// included (0: none, only the model's own limits).
     pub deadline_ms: u64,
     pub max_prompt_tokens: u32,
+    /// Local models: the most time a completion may spend evaluating the
+    /// part of its prompt the KV cache does not hold (0: no limit).
+    pub latency_target_ms: u64,
     pub multiline: Multiline,
     /// Also offer the suggestion as a `textDocument/completion` item, for
     /// clients without inline completion. Read at `initialize`.
@@ -268,6 +271,7 @@ impl Default for CompletionConfig {
             debounce_ms: 0,
             deadline_ms: 3000,
             max_prompt_tokens: 1024,
+            latency_target_ms: 400,
             multiline: Multiline::Auto,
             as_completion_item: false,
         }

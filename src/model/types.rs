@@ -22,6 +22,10 @@ pub struct GenOptions {
     pub temperature: Option<f64>,
     /// Extra stop sequences, on top of those the FIM template brings.
     pub stop: Vec<String>,
+    /// For a local model: at most this long to evaluate what its KV cache
+    /// does not hold of the prompt (the window before the cursor is
+    /// shortened to fit). Remote models ignore it.
+    pub latency_target: Option<std::time::Duration>,
 }
 
 /// A fill-in-the-middle request: complete the text between `prefix` and

@@ -53,6 +53,9 @@ struct Expect {
     tree: String,
     #[serde(default)]
     summary_contains: Vec<String>,
+    /// Substrings the summary must not contain.
+    #[serde(default)]
+    summary_lacks: Vec<String>,
     /// `[request index, substring]`: what the model must have been told.
     #[serde(default)]
     requests_contain: Vec<(usize, String)>,
@@ -132,6 +135,11 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
     for want in &expect.summary_contains {
         if !summary.contains(want.as_str()) {
             return Err(context(format!("summary lacks {want:?}:\n{summary}")));
+        }
+    }
+    for unwanted in &expect.summary_lacks {
+        if summary.contains(unwanted.as_str()) {
+            return Err(context(format!("summary contains {unwanted:?}:\n{summary}")));
         }
     }
     let bodies = mock.bodies();

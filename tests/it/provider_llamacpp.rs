@@ -40,6 +40,7 @@ async fn infill_request_and_answer() {
             max_tokens: Some(16),
             temperature: Some(0.1),
             stop: vec!["\n\n".into()],
+            latency_target: None,
         },
         ..fim_req()
     };

@@ -67,6 +67,7 @@ async fn chat_request_and_streamed_answer() {
             max_tokens: Some(64),
             temperature: None,
             stop: vec!["END".into()],
+            latency_target: None,
         },
     };
     let events = chat_ok(model(&cfg).chat(req)).await;

@@ -16,6 +16,13 @@ pub enum StopCause {
     Model(String),
     /// Fettle itself could not go on (e.g. the test command cannot start).
     Error(String),
+    /// The model answered its first turns without a single tool call: it
+    /// cannot drive the tools (small local models cannot), and more
+    /// attempts would only re-run the same checks.
+    NoToolUse {
+        model: String,
+        turns: u32,
+    },
 }
 
 impl StopCause {
@@ -50,6 +57,9 @@ impl StopCause {
             StopCause::Cancelled => "the task was cancelled".to_owned(),
             StopCause::Model(err) => format!("the model failed: {err}"),
             StopCause::Error(err) => err.clone(),
+            StopCause::NoToolUse { model, turns } => format!(
+                "the model `{model}` made no tool call in its first {turns} turns, so it cannot read, search or edit the workspace (small models such as the embedded SmolLM2-135M cannot drive the agent's tools)"
+            ),
         }
     }
 }
@@ -115,7 +125,8 @@ pub fn summary(cx: &Context<'_>) -> String {
                 }
             ));
             if !a.model_note.trim().is_empty() {
-                let first = a.model_note.trim().lines().next().unwrap_or("");
+                let note = without_repetition(a.model_note.trim());
+                let first = note.lines().next().unwrap_or("");
                 out.push_str(&format!(
                     "  (the model said: {})\n",
                     crate::model::shorten_for_display(first, 160)
@@ -148,12 +159,15 @@ pub fn summary(cx: &Context<'_>) -> String {
     }
     if let Some(reflection) = cx.reflection {
         out.push_str("The model's assessment: ");
-        out.push_str(&crate::model::shorten_for_display(reflection, 800));
+        out.push_str(&crate::model::shorten_for_display(
+            &without_repetition(reflection),
+            800,
+        ));
         out.push('\n');
     } else if !cx.model_text.trim().is_empty() {
         out.push_str("The model's last note: ");
         out.push_str(&crate::model::shorten_for_display(
-            cx.model_text.trim(),
+            &without_repetition(cx.model_text.trim()),
             400,
         ));
         out.push('\n');
@@ -169,6 +183,7 @@ fn next_step(cx: &Context<'_>) -> String {
         StopCause::Cancelled => "run the task again, or `fettle.undo` / `fettle fix --undo` to drop its changes.".to_owned(),
         StopCause::Model(_) => "check the model with `fettle doctor`, then run the task again.".to_owned(),
         StopCause::Error(_) => "fix the problem above (the test command must run from the workspace root), then run again.".to_owned(),
+        StopCause::NoToolUse { .. } => NO_TOOL_USE_ADVICE.to_owned(),
         _ if cx.test_timed_out => "the test command did not finish within `agent.test_timeout_s`: look for a hang (an infinite loop, a server waiting for input) or raise the limit.".to_owned(),
         StopCause::Tokens | StopCause::ToolCalls | StopCause::Timeout | StopCause::Iterations => {
             let target = cx
@@ -182,6 +197,44 @@ fn next_step(cx: &Context<'_>) -> String {
         }
         StopCause::Success => String::new(),
     }
+}
+
+/// What to configure instead of a model that cannot call tools.
+const NO_TOOL_USE_ADVICE: &str = "give the agent a model that can call tools (the embedded model stays fine for ghost text). With Ollama (`ollama pull qwen2.5-coder:7b`), in fettle.toml or ~/.config/fettle/config.toml:
+  [models.coder]
+  provider = \"ollama\"
+  model = \"qwen2.5-coder:7b\"
+  [agent]
+  model = \"coder\"
+or a llama.cpp server (`llama-server -m <model>.gguf --jinja`): provider = \"llamacpp\", base_url = \"http://127.0.0.1:8080/v1\"; or a remote provider (see docs/models.md). Then run the task again.";
+
+/// `text` with repeated sentences or lines dropped after their first
+/// occurrence (a small model stuck in a loop repeats itself), marked.
+pub fn without_repetition(text: &str) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = String::new();
+    let mut dropped = false;
+    for line in text.split_inclusive('\n') {
+        let mut kept_line = String::new();
+        for sentence in line.split_inclusive(". ") {
+            let key = sentence.trim().trim_end_matches('.').to_lowercase();
+            if key.len() > 3 && !seen.insert(key) {
+                dropped = true;
+                continue;
+            }
+            kept_line.push_str(sentence);
+        }
+        if !kept_line.trim().is_empty() || kept_line.is_empty() && !line.trim().is_empty() {
+            out.push_str(&kept_line);
+        } else if line.trim().is_empty() {
+            out.push_str(line);
+        }
+    }
+    if dropped {
+        let trimmed = out.trim_end().to_owned();
+        return format!("{trimmed} […repeated]");
+    }
+    out
 }
 
 /// Where to start, from a failure summary's "Failing tests:" and

@@ -38,6 +38,9 @@ use files::{CommandEffects, Files, TreeBytes};
 /// Malformed answers (e.g. tool arguments that are not JSON) the model may
 /// send in a row before the task stops.
 const MAX_MALFORMED_TURNS: u32 = 3;
+/// Attempts a model may end without having made a single tool call before
+/// the task stops: one reminder, then it is clear the model cannot.
+const NO_TOOL_ATTEMPTS: u32 = 2;
 
 /// What a task runs against.
 pub struct TaskEnv {
@@ -195,6 +198,13 @@ impl Task {
                 }
                 return self.give_up(cause, best, &last).await;
             }
+            if self.tool_calls == 0 && iteration >= NO_TOOL_ATTEMPTS {
+                let cause = StopCause::NoToolUse {
+                    model: self.model.name().to_owned(),
+                    turns: iteration,
+                };
+                return self.give_up(cause, best, &last).await;
+            }
             let verification = if self.dirty {
                 match self.verify().await {
                     Ok(v) => v,
@@ -210,7 +220,10 @@ impl Task {
             if verification.passed {
                 return self.finish(StopCause::Success, Some(&verification)).await;
             }
-            let feedback = self.feedback(&verification, rolled_back.as_deref());
+            let mut feedback = self.feedback(&verification, rolled_back.as_deref());
+            if self.tool_calls == 0 {
+                feedback.push_str(prompt::USE_THE_TOOLS);
+            }
             self.push(Message::user(feedback));
             last = verification;
         }

@@ -100,6 +100,9 @@ pub fn defuse(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Asked when the attempts are spent (no tools offered).
+/// Added to the feedback while the model has not called a single tool.
+pub const USE_THE_TOOLS: &str = "\n\nYou answered without calling a tool, so nothing changed. Call the tools (search, read_file, edit) to look at the code and change it; answering in prose does not edit anything.";
+
 pub const REFLECTION: &str = "You are out of attempts; the files are being restored. Without any tool call, in at most four sentences: what you tried, what still fails and why, and what you would try next.";
 
 /// The first user message: the goal and what Fettle already knows.

@@ -39,6 +39,7 @@ impl Task {
                 max_tokens: Some(max_tokens),
                 temperature: Some(0.0),
                 stop: Vec::new(),
+                latency_target: None,
             },
         };
         let input_estimate: u64 = self

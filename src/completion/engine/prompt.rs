@@ -153,6 +153,8 @@ pub(super) async fn build(
         max_tokens: (!multiline).then(|| model.config().max_tokens.min(SINGLE_LINE_MAX_TOKENS)),
         temperature: None,
         stop,
+        latency_target: (env.config.latency_target_ms > 0)
+            .then(|| Duration::from_millis(env.config.latency_target_ms)),
     };
     let mut fim = ctx.into_fim_request(relative, repo, options);
     // After the kept-window logic, which may put raw buffer text back.

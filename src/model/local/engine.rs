@@ -40,7 +40,16 @@ pub(crate) struct EngineKey {
 /// Builds a request's prompt and stop sequences on the engine thread, where
 /// the model's vocabulary is known (a FIM template needs special tokens the
 /// model may not have).
-pub(crate) type PromptFn = Box<dyn FnOnce(&Vocabulary<'_>) -> (String, Vec<String>) + Send>;
+pub(crate) type PromptFn = Box<dyn FnOnce(&Vocabulary<'_>) -> Prompt + Send>;
+
+/// A prompt as built for the engine.
+pub(crate) struct Prompt {
+    pub text: String,
+    pub stop: Vec<String>,
+    /// The window of code before the cursor, whose start may move down (to
+    /// a line start) to meet a latency target (see `fit.rs`).
+    pub body: Option<std::ops::Range<usize>>,
+}
 
 /// What a prompt builder may ask about the loaded model.
 pub(crate) struct Vocabulary<'m> {
@@ -66,6 +75,10 @@ pub(crate) struct Job {
     pub deadline: Instant,
     /// The configured limit behind `deadline`, for the message.
     pub limit: Duration,
+    /// At most this long to evaluate the prompt's uncached tokens (a
+    /// completion's `completion.latency_target_ms`): the prompt's body is
+    /// shortened to what the measured prefill speed allows.
+    pub latency_target: Option<Duration>,
     /// Where output goes. The job stops at the next token once the receiver
     /// is dropped: that is how callers cancel.
     pub out: UnboundedSender<Result<Output, ModelError>>,
@@ -323,8 +336,21 @@ struct Session<'m> {
     ctx: LlamaContext<'m>,
     /// Exactly the tokens whose KV entries are in sequence 0, in order.
     cached: Vec<LlamaToken>,
+    /// The body (see [`Prompt::body`]) of the prompt `cached` came from.
+    cached_body: Option<String>,
+    /// Prompt tokens evaluated per second, measured (a moving average).
+    prefill_speed: Option<f64>,
     n_ctx: usize,
 }
+
+/// Until a prefill has been measured: this model on two cores (llama-bench
+/// pp512 ≈ 250 tokens/s), a little under.
+const ASSUMED_PREFILL_SPEED: f64 = 200.0;
+/// However tight the target, a request may add this many tokens (a line
+/// or two of code: without it a suggestion has nothing to go on).
+const MIN_NEW_TOKENS: usize = 48;
+/// Prefills shorter than this say little about the speed.
+const MIN_MEASURED_TOKENS: usize = 32;
 
 impl<'m> Session<'m> {
     fn new(name: &str, key: &EngineKey, model: &'m LlamaModel) -> Result<Self, ModelError> {
@@ -359,6 +385,8 @@ impl<'m> Session<'m> {
             model,
             ctx,
             cached: Vec::new(),
+            cached_body: None,
+            prefill_speed: None,
             n_ctx,
         })
     }
@@ -375,8 +403,33 @@ impl<'m> Session<'m> {
         let started = Instant::now();
         let vocab = self.model.vocab();
         // The prompt builder is consumed; the rest of the job stays usable.
-        let (text, stop) = (job.prompt)(&Vocabulary { model: self.model });
-        let prompt = vocab.tokenize(text.as_bytes(), vocab.should_add_bos(), true);
+        let Prompt { text, stop, body } = (job.prompt)(&Vocabulary { model: self.model });
+        let add_bos = vocab.should_add_bos();
+        let (text, body) = match (job.latency_target, body) {
+            (Some(target), Some(body)) if body.start <= body.end && body.end <= text.len() => {
+                let speed = self.prefill_speed.unwrap_or(ASSUMED_PREFILL_SPEED);
+                let cap = ((speed * target.as_secs_f64()) as usize).max(MIN_NEW_TOKENS);
+                let tokenize =
+                    |s: &str, first: bool| vocab.tokenize(s.as_bytes(), first && add_bos, true);
+                let fitted = super::fit::fit(
+                    &text,
+                    body,
+                    &self.cached,
+                    self.cached_body.as_deref(),
+                    &tokenize,
+                    cap,
+                );
+                if fitted.text.len() < text.len() {
+                    tracing::debug!(model = %self.name, cap, kept = fitted.body.len(), estimated_new = fitted.new_tokens, "completion prompt fitted to the latency target");
+                }
+                (fitted.text, Some(fitted.body))
+            }
+            (_, body) => {
+                let kept = body.and_then(|b| text.get(b)).map(str::to_owned);
+                (text, kept)
+            }
+        };
+        let prompt = vocab.tokenize(text.as_bytes(), add_bos, true);
         if prompt.is_empty() {
             return Err(Some(self.error("empty prompt")));
         }
@@ -438,6 +491,14 @@ impl<'m> Session<'m> {
             last_index = batch.n_tokens() - 1;
         }
         let prefill = started.elapsed();
+        self.cached_body = body;
+        if todo.len() >= MIN_MEASURED_TOKENS {
+            let measured = todo.len() as f64 / prefill.as_secs_f64().max(1e-3);
+            self.prefill_speed = Some(match self.prefill_speed {
+                Some(speed) => 0.7 * speed + 0.3 * measured,
+                None => measured,
+            });
+        }
 
         let mut sampler = sampler(job.temperature);
         let mut utf8 = Utf8Assembler::default();

@@ -6,6 +6,7 @@
 //! stream cancels generation at the next token.
 mod engine;
 pub mod fetch;
+mod fit;
 mod text;
 mod tools;
 
@@ -16,7 +17,7 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 pub use engine::RequestStats;
-use engine::{Engine, EngineKey, Job, Output, PromptFn, Vocabulary};
+use engine::{Engine, EngineKey, Job, Output, Prompt, PromptFn, Vocabulary};
 use tools::{Parsed, ToolCallParser};
 
 use super::fim::{self, FimOrder, FimPrompt};
@@ -70,6 +71,7 @@ impl LocalProvider {
             temperature: options.temperature.unwrap_or(self.config.temperature) as f32,
             deadline: Instant::now() + limit,
             limit,
+            latency_target: options.latency_target,
             out: tx,
         });
         rx
@@ -131,7 +133,14 @@ impl Provider for LocalProvider {
         let text = chatml(&req.messages, tools_section);
         let mut stop = vec!["<|im_end|>".to_string(), "<|im_start|>".to_string()];
         stop.extend(req.options.stop.iter().cloned());
-        let rx = self.run(Box::new(move |_| (text, stop)), &req.options);
+        let rx = self.run(
+            Box::new(move |_| Prompt {
+                text,
+                stop,
+                body: None,
+            }),
+            &req.options,
+        );
         let mut parser = ToolCallParser::new(&self.name);
         Box::pin(async_stream::stream! {
             let mut saw_call = false;
@@ -186,7 +195,7 @@ fn fim_prompt(
     auto: bool,
     req: &FimRequest,
     vocab: &Vocabulary<'_>,
-) -> (String, Vec<String>) {
+) -> Prompt {
     let mut rendered = fim::render(template, req, FimOrder::Spm);
     if auto {
         let probe = fim::render(template, &FimRequest::default(), FimOrder::Psm);
@@ -206,7 +215,17 @@ fn fim_prompt(
         FimPrompt::Split { prompt, .. } => prompt,
         FimPrompt::Chat(messages) => chatml(&messages, None),
     };
-    (prompt, rendered.stop)
+    // The prefix is the trimmable body: every layout ends with it (SPM and
+    // `none`), give or take a closing marker.
+    let body = (!req.prefix.is_empty())
+        .then(|| prompt.rfind(&req.prefix))
+        .flatten()
+        .map(|start| start..start + req.prefix.len());
+    Prompt {
+        text: prompt,
+        stop: rendered.stop,
+        body,
+    }
 }
 
 fn event(p: Parsed) -> ChatEvent {

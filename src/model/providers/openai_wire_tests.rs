@@ -307,6 +307,7 @@ fn sampling_prefers_request_options() {
         max_tokens: Some(3),
         temperature: Some(0.0),
         stop: vec!["x".into()],
+        latency_target: None,
     };
     let s = Sampling::new(&cfg, &opts, opts.stop.clone());
     assert_eq!(
