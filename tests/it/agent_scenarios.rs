@@ -139,7 +139,9 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
     }
     for unwanted in &expect.summary_lacks {
         if summary.contains(unwanted.as_str()) {
-            return Err(context(format!("summary contains {unwanted:?}:\n{summary}")));
+            return Err(context(format!(
+                "summary contains {unwanted:?}:\n{summary}"
+            )));
         }
     }
     let bodies = mock.bodies();

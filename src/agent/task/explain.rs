@@ -200,7 +200,7 @@ fn next_step(cx: &Context<'_>) -> String {
 }
 
 /// What to configure instead of a model that cannot call tools.
-const NO_TOOL_USE_ADVICE: &str = "give the agent a model that can call tools (the embedded model stays fine for ghost text). With Ollama (`ollama pull qwen2.5-coder:7b`), in fettle.toml or ~/.config/fettle/config.toml:
+const NO_TOOL_USE_ADVICE: &str = "give the agent a model that can call tools (the embedded model stays fine for ghost text). With Ollama (`ollama pull qwen2.5-coder:7b`), in ~/.config/fettle/config.toml:
   [models.coder]
   provider = \"ollama\"
   model = \"qwen2.5-coder:7b\"
