@@ -89,19 +89,17 @@ fn main() -> Result<()> {
         Some(json!({ "completion": { "multiline": "never" } })),
     );
     lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
-    let mut buffers: Vec<Buffer> = files
-        .iter()
-        .map(|(path, language)| {
-            let text = std::fs::read_to_string(root.join(path)).expect("workspace file");
-            let uri = file_uri(&root.join(path));
-            lsp.open(&uri, language, &text);
-            Buffer {
-                uri,
-                lines: text.split('\n').map(str::to_owned).collect(),
-                version: 1,
-            }
-        })
-        .collect();
+    let mut buffers = Vec::new();
+    for (path, language) in &files {
+        let text = std::fs::read_to_string(root.join(path))?;
+        let uri = file_uri(&root.join(path));
+        lsp.open(&uri, language, &text);
+        buffers.push(Buffer {
+            uri,
+            lines: text.split('\n').map(str::to_owned).collect(),
+            version: 1,
+        });
+    }
 
     // The model loads on the first request; not a sample.
     let started = Instant::now();
@@ -212,7 +210,7 @@ fn write_workspace(root: &Path) -> Result<Vec<(PathBuf, &'static str)>> {
         "src/lsp/server.rs",
     ] {
         let to = root.join(rel);
-        std::fs::create_dir_all(to.parent().expect("a parent"))?;
+        std::fs::create_dir_all(to.parent().ok_or("a path without a parent")?)?;
         std::fs::copy(repo.join(rel), &to)?;
         files.push((PathBuf::from(rel), "rust"));
     }
@@ -225,7 +223,7 @@ fn write_workspace(root: &Path) -> Result<Vec<(PathBuf, &'static str)>> {
     let stdlib = PathBuf::from(String::from_utf8(stdlib.stdout)?.trim());
     for name in ["fractions.py", "statistics.py"] {
         let to = root.join("py").join(name);
-        std::fs::create_dir_all(to.parent().expect("a parent"))?;
+        std::fs::create_dir_all(to.parent().ok_or("a path without a parent")?)?;
         std::fs::copy(stdlib.join(name), &to)?;
         files.push((PathBuf::from("py").join(name), "python"));
     }

@@ -85,7 +85,7 @@ pub(crate) fn fit<T: PartialEq>(
         // whose text goes on like the cached body is the one.
         let i = (0..starts.len())
             .filter(|&i| window[starts[i]..].starts_with(first))
-            .max_by_key(|&i| common_prefix(window[starts[i]..].as_bytes(), old.as_bytes()))?;
+            .max_by_key(|&i| common_prefix(&window.as_bytes()[starts[i]..], old.as_bytes()))?;
         let candidate = format!("{head}{}{tail}", &window[starts[i]..]);
         let tokens = tokenize(&candidate, true);
         Some((i, tokens.len() - common_prefix(cached, &tokens)))
