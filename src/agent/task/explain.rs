@@ -206,7 +206,7 @@ const NO_TOOL_USE_ADVICE: &str = "give the agent a model that can call tools (th
   model = \"qwen2.5-coder:7b\"
   [agent]
   model = \"coder\"
-or a llama.cpp server (`llama-server -m <model>.gguf --jinja`): provider = \"llamacpp\", base_url = \"http://127.0.0.1:8080/v1\"; or a remote provider (see docs/models.md). Then run the task again.";
+or a llama.cpp server (`llama-server -m <model>.gguf --jinja`): provider = \"llamacpp\" (its default base_url is http://127.0.0.1:8080); or a remote provider (see docs/models.md). Then run the task again.";
 
 /// `text` with repeated sentences or lines dropped after their first
 /// occurrence (a small model stuck in a loop repeats itself), marked.
