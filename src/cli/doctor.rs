@@ -115,12 +115,30 @@ fn models(config: &Config, no_probe: bool) -> bool {
         if no_probe {
             continue;
         }
-        let outcome = runtime.block_on(probe(name, model));
-        match outcome {
-            Ok(report) => println!("    ok: {report}"),
-            Err(err) => {
-                println!("    FAILED: {err}");
-                healthy &= used_by.is_empty();
+        // The path each feature will use: FIM for completion (and for the
+        // embedded model, whose probe also proves the weights load), chat
+        // for edits and the agent.
+        let local = model.provider == Provider::Local;
+        let fim = local || used_by.contains(&"completion");
+        let chat = !local && (used_by.is_empty() || used_by.iter().any(|f| *f != "completion"));
+        for (kind, wanted) in [(Probe::Fim, fim), (Probe::Chat, chat)] {
+            if !wanted {
+                continue;
+            }
+            match runtime.block_on(probe(name, model, kind)) {
+                Ok(report) => {
+                    println!("    ok: {}", report.line);
+                    if kind == Probe::Fim && !local && report.first > SLOW_FOR_GHOST_TEXT {
+                        println!(
+                            "    slow for ghost text: the first output took {} ms; a suggestion should show in well under a second (try a smaller or nearer model for completion.model)",
+                            report.first.as_millis()
+                        );
+                    }
+                }
+                Err(err) => {
+                    println!("    FAILED: {err}");
+                    healthy &= used_by.is_empty();
+                }
             }
         }
     }
@@ -142,10 +160,25 @@ fn describe(model: &ModelConfig) -> String {
     }
 }
 
-/// A tiny request: a few tokens of FIM for the local model (which also
-/// proves the weights load), a one-word chat for remote ones (which proves
-/// the server is reachable, the key accepted and the model known).
-async fn probe(name: &str, config: &ModelConfig) -> Result<String, ModelError> {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Probe {
+    Fim,
+    Chat,
+}
+
+/// A remote completion model whose first output takes longer than this
+/// cannot give ghost text while typing.
+const SLOW_FOR_GHOST_TEXT: Duration = Duration::from_millis(1000);
+
+struct ProbeReport {
+    line: String,
+    first: Duration,
+}
+
+/// A tiny request: a few tokens of FIM (what completion uses; for the
+/// local model it also proves the weights load), or a one-word chat (which
+/// proves the server is reachable, the key accepted and the model known).
+async fn probe(name: &str, config: &ModelConfig, kind: Probe) -> Result<ProbeReport, ModelError> {
     if config.provider == Provider::Local {
         let path = crate::model::local::check_weights(name, config)?;
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -161,7 +194,7 @@ async fn probe(name: &str, config: &ModelConfig) -> Result<String, ModelError> {
     let started = Instant::now();
     let mut first = None;
     let mut text = String::new();
-    if config.provider == Provider::Local {
+    if kind == Probe::Fim {
         let mut stream = model.fim(FimRequest {
             prefix: "fn add(a: i32, b: i32) -> i32 {\n    ".to_string(),
             suffix: "\n}\n".to_string(),
@@ -187,12 +220,20 @@ async fn probe(name: &str, config: &ModelConfig) -> Result<String, ModelError> {
     }
     let total = started.elapsed();
     let first = first.unwrap_or(total);
-    Ok(format!(
-        "answered {:?} (first output after {} ms, done in {} ms)",
-        crate::model::shorten_for_display(&text, 40),
-        first.as_millis(),
-        total.as_millis()
-    ))
+    let what = match (kind, config.provider == Provider::Local) {
+        (_, true) => "",
+        (Probe::Fim, false) => "FIM (completion) ",
+        (Probe::Chat, false) => "chat ",
+    };
+    Ok(ProbeReport {
+        line: format!(
+            "{what}answered {:?} (first output after {} ms, done in {} ms)",
+            crate::model::shorten_for_display(&text, 40),
+            first.as_millis(),
+            total.as_millis()
+        ),
+        first,
+    })
 }
 
 /// What the sandbox for tests and commands enforces on this system.

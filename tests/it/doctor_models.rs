@@ -108,7 +108,13 @@ async fn each_model_gets_a_round_trip_and_a_clear_verdict() {
         "{text}"
     );
     let fast = line_after(&text, "fast (openai");
-    assert!(fast.contains("ok: answered \"OK\""), "{text}");
+    // Used by completion: its FIM path comes first; then chat (edit, agent).
+    assert!(
+        fast.contains("ok: FIM (completion) answered \"OK\""),
+        "{text}"
+    );
+    assert!(text.contains("ok: chat answered \"OK\""), "{text}");
+    assert!(!text.contains("slow for ghost text"), "{text}");
     assert!(fast.contains("ms"), "{fast}");
 
     let down = line_after(&text, "down (openai");
@@ -127,11 +133,26 @@ async fn each_model_gets_a_round_trip_and_a_clear_verdict() {
     assert!(out.status.success(), "{text}");
     // The key was sent, and never printed.
     let sent = server.requests();
-    assert_eq!(sent.len(), 1, "{sent:?}");
-    assert_eq!(
-        sent[0].headers["authorization"],
-        "Bearer sk-test-not-a-real-key"
+    // The FIM request completion would send (a model name without a known
+    // FIM template: the chat layout with a hole), then the chat probe.
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(
+        sent[0].body.to_string().contains("{{FILL_HERE}}"),
+        "{sent:?}"
     );
+    assert!(
+        sent[1]
+            .body
+            .to_string()
+            .contains("Reply with the single word OK."),
+        "{sent:?}"
+    );
+    for request in &sent {
+        assert_eq!(
+            request.headers["authorization"],
+            "Bearer sk-test-not-a-real-key"
+        );
+    }
     assert!(!text.contains("sk-test-not-a-real-key"));
 }
 
@@ -191,4 +212,32 @@ fn a_missing_custom_file_is_not_answered_with_the_default_model() {
         !local.contains("Run `fettle model fetch` to install the default model"),
         "{local}"
     );
+}
+
+/// A completion model whose first output takes over a second is called
+/// too slow for ghost text (its chat is not judged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_completion_model_is_called_too_slow_for_ghost_text() {
+    let server = MockServer::start(Script::new(vec![ScriptedResponse {
+        repeat: true,
+        delay_ms: 1300,
+        ..ScriptedResponse::text("OK")
+    }]))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_user_config(
+        dir.path(),
+        config(&server.url(), closed_port(), dir.path(), "fast"),
+    );
+    let cwd = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || doctor(&cwd))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("slow for ghost text: the first output took"),
+        "{text}"
+    );
+    assert_eq!(text.matches("slow for ghost text").count(), 1, "{text}");
 }
