@@ -22,6 +22,7 @@ use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::slots::{Cached, Parked, MAX_SEQUENCES};
 use super::text::{StopMatcher, StopStep, Utf8Assembler};
 use crate::model::{ModelError, StopReason, Usage};
 
@@ -79,6 +80,9 @@ pub(crate) struct Job {
     /// completion's `completion.latency_target_ms`): the prompt's body is
     /// shortened to what the measured prefill speed allows.
     pub latency_target: Option<Duration>,
+    /// Which cached prompt this request continues (a completion's file);
+    /// `None`: the chat lane.
+    pub slot: Option<String>,
     /// Where output goes. The job stops at the next token once the receiver
     /// is dropped: that is how callers cancel.
     pub out: UnboundedSender<Result<Output, ModelError>>,
@@ -334,10 +338,11 @@ struct Session<'m> {
     name: String,
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
-    /// Exactly the tokens whose KV entries are in sequence 0, in order.
-    cached: Vec<LlamaToken>,
-    /// The body (see [`Prompt::body`]) of the prompt `cached` came from.
-    cached_body: Option<String>,
+    /// The sequence in use: its tokens (exactly those whose KV entries are
+    /// in `active.seq`, in order) and the body of the prompt they came from.
+    active: Cached<LlamaToken>,
+    /// The other sequences' cached prompts (other files, the chat lane).
+    parked: Parked<LlamaToken>,
     /// Prompt tokens evaluated per second, measured (a moving average).
     prefill_speed: Option<f64>,
     n_ctx: usize,
@@ -351,6 +356,8 @@ const ASSUMED_PREFILL_SPEED: f64 = 200.0;
 const MIN_NEW_TOKENS: usize = 48;
 /// Prefills shorter than this say little about the speed.
 const MIN_MEASURED_TOKENS: usize = 32;
+/// The sequence key of chat jobs (edits, the agent on this engine).
+const CHAT_LANE: &str = "\0chat";
 
 impl<'m> Session<'m> {
     fn new(name: &str, key: &EngineKey, model: &'m LlamaModel) -> Result<Self, ModelError> {
@@ -365,7 +372,11 @@ impl<'m> Session<'m> {
             .with_n_batch(PREFILL_CHUNK as u32)
             .with_n_ubatch(PREFILL_CHUNK as u32)
             .with_n_threads(threads)
-            .with_n_threads_batch(threads);
+            .with_n_threads_batch(threads)
+            // One KV sequence per recently used file; unified, so that
+            // they share the `context_tokens` cells (see slots.rs).
+            .with_n_seq_max(MAX_SEQUENCES as u32)
+            .with_kv_unified(true);
         let backend = backend().map_err(|reason| ModelError::Local {
             model: name.to_string(),
             reason,
@@ -384,8 +395,8 @@ impl<'m> Session<'m> {
             name: name.to_string(),
             model,
             ctx,
-            cached: Vec::new(),
-            cached_body: None,
+            active: Cached::new(0, CHAT_LANE),
+            parked: Parked::new(),
             prefill_speed: None,
             n_ctx,
         })
@@ -404,6 +415,7 @@ impl<'m> Session<'m> {
         let vocab = self.model.vocab();
         // The prompt builder is consumed; the rest of the job stays usable.
         let Prompt { text, stop, body } = (job.prompt)(&Vocabulary { model: self.model });
+        self.switch_to(job.slot.as_deref().unwrap_or(CHAT_LANE));
         let add_bos = vocab.should_add_bos();
         let (text, body) = match (job.latency_target, body) {
             (Some(target), Some(body)) if body.start <= body.end && body.end <= text.len() => {
@@ -414,8 +426,8 @@ impl<'m> Session<'m> {
                 let fitted = super::fit::fit(
                     &text,
                     body,
-                    &self.cached,
-                    self.cached_body.as_deref(),
+                    &self.active.tokens,
+                    self.active.body.as_deref(),
                     &tokenize,
                     cap,
                 );
@@ -447,25 +459,33 @@ impl<'m> Session<'m> {
         // Keep the longest common prefix; at least the last prompt token is
         // evaluated again because its logits are needed.
         let common = self
-            .cached
+            .active
+            .tokens
             .iter()
             .zip(&prompt)
             .take_while(|(a, b)| a == b)
             .count()
             .min(prompt.len() - 1);
-        if common < self.cached.len() {
+        if common < self.active.tokens.len() {
             let pos = u32::try_from(common).unwrap_or(u32::MAX);
-            match self.ctx.clear_kv_cache_seq(Some(0), Some(pos), None) {
-                Ok(true) => self.cached.truncate(common),
+            let seq_id = u32::try_from(self.active.seq).unwrap_or(0);
+            match self.ctx.clear_kv_cache_seq(Some(seq_id), Some(pos), None) {
+                Ok(true) => self.active.tokens.truncate(common),
                 // The cache could not drop a tail (some architectures):
                 // start over rather than decode on top of stale entries.
-                _ => {
-                    self.ctx.clear_kv_cache();
-                    self.cached.clear();
-                }
+                _ => self.clear_all(),
             }
         }
-        let reused = self.cached.len();
+        // Cells for the new tokens and the answer: parked prompts go first.
+        let need = prompt.len() - self.active.tokens.len() + job.max_tokens as usize;
+        for seq in self
+            .parked
+            .make_room(need, self.active.tokens.len(), self.n_ctx)
+        {
+            self.clear_sequence(seq);
+        }
+        let reused = self.active.tokens.len();
+        let seq = self.active.seq;
 
         let mut batch = LlamaBatch::new(PREFILL_CHUNK.max(1), 1);
         let mut last_index = 0;
@@ -480,18 +500,18 @@ impl<'m> Session<'m> {
             batch.clear();
             let is_last_chunk = (chunk_no + 1) * PREFILL_CHUNK >= todo.len();
             for (i, token) in chunk.iter().enumerate() {
-                let pos = (self.cached.len() + i) as i32;
+                let pos = (self.active.tokens.len() + i) as i32;
                 let logits = is_last_chunk && i + 1 == chunk.len();
                 batch
-                    .add(*token, pos, &[0], logits)
+                    .add(*token, pos, &[seq], logits)
                     .map_err(|e| Some(self.error(format!("batch: {e}"))))?;
             }
             self.decode(&mut batch)?;
-            self.cached.extend_from_slice(chunk);
+            self.active.tokens.extend_from_slice(chunk);
             last_index = batch.n_tokens() - 1;
         }
         let prefill = started.elapsed();
-        self.cached_body = body;
+        self.active.body = body;
         if todo.len() >= MIN_MEASURED_TOKENS {
             let measured = todo.len() as f64 / prefill.as_secs_f64().max(1e-3);
             self.prefill_speed = Some(match self.prefill_speed {
@@ -536,15 +556,15 @@ impl<'m> Session<'m> {
                 reason = StopReason::StopSequence;
                 break;
             }
-            if self.cached.len() + 1 >= self.n_ctx {
+            if self.active.tokens.len() + 1 >= self.n_ctx {
                 break; // context full: report MaxTokens
             }
             batch.clear();
             batch
-                .add(token, self.cached.len() as i32, &[0], true)
+                .add(token, self.active.tokens.len() as i32, &[seq], true)
                 .map_err(|e| Some(self.error(format!("batch: {e}"))))?;
             self.decode(&mut batch)?;
-            self.cached.push(token);
+            self.active.tokens.push(token);
             last_index = batch.n_tokens() - 1;
         }
         if reason != StopReason::StopSequence {
@@ -572,11 +592,39 @@ impl<'m> Session<'m> {
         if let Err(e) = self.ctx.decode(batch) {
             // The cache may hold part of the batch now; forget it all so the
             // next request starts from a known state.
-            self.ctx.clear_kv_cache();
-            self.cached.clear();
+            self.clear_all();
             return Err(Some(self.error(format!("llama.cpp decode failed: {e}"))));
         }
         Ok(())
+    }
+
+    /// Makes the sequence for `key` the active one (see slots.rs).
+    fn switch_to(&mut self, key: &str) {
+        let active = std::mem::replace(&mut self.active, Cached::new(0, key));
+        let (active, cleared) = self.parked.switch(active, key);
+        self.active = active;
+        for seq in cleared {
+            self.clear_sequence(seq);
+        }
+    }
+
+    /// Drops one sequence's KV entries (the whole cache if that fails).
+    fn clear_sequence(&mut self, seq: i32) {
+        let seq_id = u32::try_from(seq).unwrap_or(0);
+        if !matches!(
+            self.ctx.clear_kv_cache_seq(Some(seq_id), None, None),
+            Ok(true)
+        ) {
+            self.clear_all();
+        }
+    }
+
+    /// Forgets every cached prompt.
+    fn clear_all(&mut self) {
+        self.ctx.clear_kv_cache();
+        self.active.tokens.clear();
+        self.active.body = None;
+        self.parked.clear();
     }
 
     fn timeout(&self, limit: Duration) -> ModelError {

@@ -7,6 +7,7 @@
 mod engine;
 pub mod fetch;
 mod fit;
+mod slots;
 mod text;
 mod tools;
 
@@ -62,6 +63,7 @@ impl LocalProvider {
         &self,
         prompt: PromptFn,
         options: &GenOptions,
+        slot: Option<String>,
     ) -> mpsc::UnboundedReceiver<Result<Output, ModelError>> {
         let (tx, rx) = mpsc::unbounded_channel();
         let limit = Duration::from_millis(self.config.total_timeout_ms);
@@ -72,6 +74,7 @@ impl LocalProvider {
             deadline: Instant::now() + limit,
             limit,
             latency_target: options.latency_target,
+            slot,
             out: tx,
         });
         rx
@@ -116,9 +119,11 @@ impl Provider for LocalProvider {
         let auto = self.config.fim_template == FimTemplate::Auto;
         let name = self.name.clone();
         let options = req.options.clone();
+        // One cached prompt per file (an untitled buffer shares one).
+        let slot = Some(format!("fim:{}", req.path.as_deref().unwrap_or("")));
         let prompt: PromptFn =
             Box::new(move |vocab| fim_prompt(&name, template, auto, &req, vocab));
-        let rx = self.run(prompt, &options);
+        let rx = self.run(prompt, &options, slot);
         Box::pin(tokio_stream_of(rx).filter_map(|item| async move {
             match item {
                 Ok(Output::Text(t)) => Some(Ok(t)),
@@ -140,6 +145,7 @@ impl Provider for LocalProvider {
                 body: None,
             }),
             &req.options,
+            None,
         );
         let mut parser = ToolCallParser::new(&self.name);
         Box::pin(async_stream::stream! {
