@@ -8,8 +8,9 @@
 //! and a completion is asked for there: the **first completion at a new
 //! position**. Then three characters are typed, a completion after each
 //! (**typing at one spot**); at some positions an invoked request (several
-//! items) is made; finally the user goes back to the first file after
-//! visiting the others (**switching back**). Single-line completions
+//! items) is made; finally, four times, the user completes in one file,
+//! then in two others, then goes back to the first, just below where they
+//! were (**switching back**). Single-line completions
 //! (`completion.multiline = "never"`) so that every sample is one line of
 //! generation.
 #[allow(clippy::unwrap_used, clippy::expect_used)]
@@ -82,7 +83,10 @@ fn main() -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let root = tmp.path().canonicalize()?;
     let files = write_workspace(&root)?;
-    let mut lsp = Lsp::spawn_with(&[], &[("FETTLE_LOG", "warn")]);
+    // FETTLE_BENCH_LOG=fettle=debug prints each local generation's counters
+    // (prompt tokens, reused, prefill, first token) at the end.
+    let log = std::env::var("FETTLE_BENCH_LOG").unwrap_or_else(|_| "warn".to_owned());
+    let mut lsp = Lsp::spawn_with(&[], &[("FETTLE_LOG", log.as_str())]);
     lsp.initialize(
         &root,
         Lsp::capabilities(&["utf-8"]),
@@ -110,15 +114,11 @@ fn main() -> Result<()> {
     let mut rng = fastrand::Rng::with_seed(2026);
     let (mut first, mut typing, mut invoked, mut single_at_invoked) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut first_visit = None;
     for i in 0..POSITIONS {
         let b = i % buffers.len();
         let line = buffers[b].code_line(&mut rng);
         let (elapsed, at) = new_line_below(&mut lsp, &mut buffers[b], line, 2)?;
         first.push(elapsed);
-        if b == 0 && first_visit.is_none() {
-            first_visit = Some(at);
-        }
         // Typing three characters there.
         let (row, mut col) = at;
         for ch in ["x", " ", "="] {
@@ -140,14 +140,19 @@ fn main() -> Result<()> {
             invoked.push(started.elapsed());
         }
     }
-    // Back to the first file, next to where the user was.
+    // Switching back: a completion in the first file, then one in each of
+    // two other files, then back to the first, just below where the user
+    // was (a file edited a moment ago).
     let mut back = Vec::new();
-    if let Some((row, _)) = first_visit {
-        for offset in [2usize, 4, 6] {
-            let line = (row + offset).min(buffers[0].lines.len() - 2);
-            let (elapsed, _) = new_line_below(&mut lsp, &mut buffers[0], line, 2)?;
-            back.push(elapsed);
+    for _ in 0..4 {
+        let line = buffers[0].code_line(&mut rng);
+        let (_, at) = new_line_below(&mut lsp, &mut buffers[0], line, 2)?;
+        for other in [1, 3] {
+            let line = buffers[other].code_line(&mut rng);
+            new_line_below(&mut lsp, &mut buffers[other], line, 2)?;
         }
+        let (elapsed, _) = new_line_below(&mut lsp, &mut buffers[0], at.0, 2)?;
+        back.push(elapsed);
     }
     let stats = lsp
         .request("fettle/stats", json!({}))
@@ -163,8 +168,18 @@ fn main() -> Result<()> {
         single_at_invoked,
     );
     report("invoked request (several items) at a new position", invoked);
-    report("back in the first file, next to where the user was", back);
+    report(
+        "back in a file after completing in two others, below where the user was",
+        back,
+    );
     percentiles("server overhead (fettle/stats)", &stats["serverOverheadMs"]);
+    for line in lsp
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("local generation"))
+    {
+        println!("  {line}");
+    }
     let status = lsp.shutdown_and_exit();
     if !status.success() {
         return Err(format!("fettle exited with {status}").into());
