@@ -121,7 +121,14 @@ struct Shared {
     /// Set once the weights are loaded; tokenizing is thread-safe.
     model: OnceLock<Arc<LlamaModel>>,
     last: Mutex<Option<RequestStats>>,
+    /// Token counts of short texts (see [`Engine::count_tokens`]).
+    counts: Mutex<std::collections::HashMap<Box<str>, usize>>,
 }
+
+/// Texts up to this long have their token counts remembered...
+const COUNT_CACHE_MAX_TEXT: usize = 512;
+/// ...this many of them (~10 MB at most); then the memory starts over.
+const COUNT_CACHE_ENTRIES: usize = 20_000;
 
 /// The process-wide llama.cpp backend; it may be initialised only once.
 fn backend() -> Result<&'static LlamaBackend, String> {
@@ -197,9 +204,27 @@ impl Engine {
     }
 
     /// Tokens in `text` by the model's vocabulary, once the model is loaded.
+    /// Prompt building counts line by line, the same lines on every
+    /// keystroke (the windows around the cursor, the snippets of open
+    /// files): short texts' counts are remembered.
     pub fn count_tokens(&self, text: &str) -> Option<usize> {
         let model = self.shared.model.get()?;
-        Some(model.vocab().tokenize(text.as_bytes(), false, true).len())
+        let cacheable = text.len() <= COUNT_CACHE_MAX_TEXT;
+        if cacheable {
+            let counts = self.shared.counts.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(&n) = counts.get(text) {
+                return Some(n);
+            }
+        }
+        let n = model.vocab().tokenize(text.as_bytes(), false, true).len();
+        if cacheable {
+            let mut counts = self.shared.counts.lock().unwrap_or_else(|p| p.into_inner());
+            if counts.len() >= COUNT_CACHE_ENTRIES {
+                counts.clear();
+            }
+            counts.insert(text.into(), n);
+        }
+        Some(n)
     }
 
     pub fn last_stats(&self) -> Option<RequestStats> {
