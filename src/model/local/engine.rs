@@ -104,6 +104,8 @@ pub struct RequestStats {
     pub prefill: Duration,
     pub first_token: Duration,
     pub total: Duration,
+    /// Jobs this engine stopped because their caller went away, so far.
+    pub cancelled_jobs: u64,
 }
 
 /// A handle on one runtime thread.
@@ -121,6 +123,8 @@ struct Shared {
     /// Set once the weights are loaded; tokenizing is thread-safe.
     model: OnceLock<Arc<LlamaModel>>,
     last: Mutex<Option<RequestStats>>,
+    /// Jobs stopped because their receiver was dropped.
+    cancelled: std::sync::atomic::AtomicU64,
     /// Token counts of short texts (see [`Engine::count_tokens`]).
     counts: Mutex<std::collections::HashMap<Box<str>, usize>>,
 }
@@ -268,7 +272,8 @@ fn run(name: &str, key: &EngineKey, jobs: mpsc::Receiver<Job>, shared: &Shared) 
         let out = job.out.clone();
         let result = session.generate(job);
         match result {
-            Ok(stats) => {
+            Ok(mut stats) => {
+                stats.cancelled_jobs = shared.cancelled.load(std::sync::atomic::Ordering::Relaxed);
                 tracing::debug!(model = name, ?stats, "local generation");
                 *shared.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);
             }
@@ -276,7 +281,12 @@ fn run(name: &str, key: &EngineKey, jobs: mpsc::Receiver<Job>, shared: &Shared) 
                 tracing::warn!(model = name, error = %e, elapsed_ms = started.elapsed().as_millis() as u64, "local generation failed");
                 let _ = out.send(Err(e));
             }
-            Err(None) => tracing::debug!(model = name, "local generation cancelled"),
+            Err(None) => {
+                shared
+                    .cancelled
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::debug!(model = name, "local generation cancelled");
+            }
         }
     }
 }
@@ -610,6 +620,7 @@ impl<'m> Session<'m> {
             prefill,
             first_token: first_token.unwrap_or_else(|| started.elapsed()),
             total: started.elapsed(),
+            cancelled_jobs: 0,
         })
     }
 
