@@ -540,9 +540,13 @@ Returns non-nil while it is shown."
   "Insert what PICK chooses of the rest (all of it when PICK is nil)."
   (if (not (fettle--ghost-sync))
       (when (eq this-command 'fettle-accept)
-        ;; Nothing shown: TAB does what it does without Fettle.
-        (let ((fettle--ghost-visible nil))
-          (call-interactively (key-binding (this-command-keys)))))
+        ;; Nothing shown: the key does what it does without Fettle (never
+        ;; this command again, should the user have bound it globally).
+        (let* ((fettle--ghost-visible nil)
+               (command (key-binding (this-command-keys))))
+          (call-interactively (if (memq command '(nil fettle-accept))
+                                  #'indent-for-tab-command
+                                command))))
     (let* ((state fettle--ghost)
            (item (nth (plist-get state :index) (plist-get state :items)))
            (rest (fettle--ghost-rest state item))

@@ -66,8 +66,17 @@ model = "fast"
 /// that always answers "OK", and `completion_model` for completion: the
 /// mock, what the doctor did, and its stdout.
 async fn doctor_against_the_mock(completion_model: &str) -> (MockServer, Output, String) {
+    doctor_against_a_mock_answering_after(0, completion_model).await
+}
+
+/// The same, with the mock answering "OK" after `delay_ms`.
+async fn doctor_against_a_mock_answering_after(
+    delay_ms: u64,
+    completion_model: &str,
+) -> (MockServer, Output, String) {
     let server = MockServer::start(Script::new(vec![ScriptedResponse {
         repeat: true,
+        delay_ms,
         ..ScriptedResponse::text("OK")
     }]))
     .await
@@ -218,23 +227,7 @@ fn a_missing_custom_file_is_not_answered_with_the_default_model() {
 /// too slow for ghost text (its chat is not judged).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_completion_model_is_called_too_slow_for_ghost_text() {
-    let server = MockServer::start(Script::new(vec![ScriptedResponse {
-        repeat: true,
-        delay_ms: 1300,
-        ..ScriptedResponse::text("OK")
-    }]))
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    write_user_config(
-        dir.path(),
-        config(&server.url(), closed_port(), dir.path(), "fast"),
-    );
-    let cwd = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || doctor(&cwd))
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (_server, _out, text) = doctor_against_a_mock_answering_after(1300, "fast").await;
     assert!(
         text.contains("slow for ghost text: the first output took"),
         "{text}"

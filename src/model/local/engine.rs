@@ -129,6 +129,29 @@ struct Shared {
     counts: Mutex<std::collections::HashMap<Box<str>, usize>>,
 }
 
+impl Shared {
+    /// Tokens in `text` (no BOS), remembered for short texts: prompt
+    /// building and fitting count the same lines on every keystroke.
+    fn count(&self, model: &LlamaModel, text: &str) -> usize {
+        let cacheable = text.len() <= COUNT_CACHE_MAX_TEXT;
+        if cacheable {
+            let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(&n) = counts.get(text) {
+                return n;
+            }
+        }
+        let n = model.vocab().tokenize(text.as_bytes(), false, true).len();
+        if cacheable {
+            let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+            if counts.len() >= COUNT_CACHE_ENTRIES {
+                counts.clear();
+            }
+            counts.insert(text.into(), n);
+        }
+        n
+    }
+}
+
 /// Texts up to this long have their token counts remembered...
 const COUNT_CACHE_MAX_TEXT: usize = 512;
 /// ...this many of them (~10 MB at most); then the memory starts over.
@@ -213,22 +236,7 @@ impl Engine {
     /// files): short texts' counts are remembered.
     pub fn count_tokens(&self, text: &str) -> Option<usize> {
         let model = self.shared.model.get()?;
-        let cacheable = text.len() <= COUNT_CACHE_MAX_TEXT;
-        if cacheable {
-            let counts = self.shared.counts.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(&n) = counts.get(text) {
-                return Some(n);
-            }
-        }
-        let n = model.vocab().tokenize(text.as_bytes(), false, true).len();
-        if cacheable {
-            let mut counts = self.shared.counts.lock().unwrap_or_else(|p| p.into_inner());
-            if counts.len() >= COUNT_CACHE_ENTRIES {
-                counts.clear();
-            }
-            counts.insert(text.into(), n);
-        }
-        Some(n)
+        Some(self.shared.count(model, text))
     }
 
     pub fn last_stats(&self) -> Option<RequestStats> {
@@ -270,7 +278,7 @@ fn run(name: &str, key: &EngineKey, jobs: mpsc::Receiver<Job>, shared: &Shared) 
         }
         let started = Instant::now();
         let out = job.out.clone();
-        let result = session.generate(job);
+        let result = session.generate(job, shared);
         match result {
             Ok(mut stats) => {
                 stats.cancelled_jobs = shared.cancelled.load(std::sync::atomic::Ordering::Relaxed);
@@ -445,38 +453,40 @@ impl<'m> Session<'m> {
     }
 
     /// Runs one job. `Err(None)` means it was cancelled (nobody to tell).
-    fn generate(&mut self, job: Job) -> Result<RequestStats, Option<ModelError>> {
+    fn generate(&mut self, job: Job, shared: &Shared) -> Result<RequestStats, Option<ModelError>> {
         let started = Instant::now();
         let vocab = self.model.vocab();
         // The prompt builder is consumed; the rest of the job stays usable.
         let Prompt { text, stop, body } = (job.prompt)(&Vocabulary { model: self.model });
         self.switch_to(job.slot.as_deref().unwrap_or(CHAT_LANE));
         let add_bos = vocab.should_add_bos();
-        let (text, body) = match (job.latency_target, body) {
+        let (text, body, tokens) = match (job.latency_target, body) {
             (Some(target), Some(body)) if body.start <= body.end && body.end <= text.len() => {
                 let speed = self.prefill_speed.unwrap_or(ASSUMED_PREFILL_SPEED);
                 let cap = ((speed * target.as_secs_f64()) as usize).max(MIN_NEW_TOKENS);
                 let tokenize =
                     |s: &str, first: bool| vocab.tokenize(s.as_bytes(), first && add_bos, true);
+                let count = |s: &str| shared.count(self.model, s);
                 let fitted = super::fit::fit(
                     &text,
                     body,
                     &self.active.tokens,
                     self.active.body.as_deref(),
                     &tokenize,
+                    &count,
                     cap,
                 );
                 if fitted.text.len() < text.len() {
                     tracing::debug!(model = %self.name, cap, kept = fitted.body.len(), estimated_new = fitted.new_tokens, "completion prompt fitted to the latency target");
                 }
-                (fitted.text, Some(fitted.body))
+                (fitted.text, Some(fitted.body), fitted.tokens)
             }
             (_, body) => {
                 let kept = body.and_then(|b| text.get(b)).map(str::to_owned);
-                (text, kept)
+                (text, kept, None)
             }
         };
-        let prompt = vocab.tokenize(text.as_bytes(), add_bos, true);
+        let prompt = tokens.unwrap_or_else(|| vocab.tokenize(text.as_bytes(), add_bos, true));
         if prompt.is_empty() {
             return Err(Some(self.error("empty prompt")));
         }

@@ -25,8 +25,11 @@ use std::ops::Range;
 
 /// The prompt chosen for the request.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Fitted {
+pub(crate) struct Fitted<T> {
     pub text: String,
+    /// `text`'s tokens, when they were computed exactly on the way (the
+    /// whole prompt, or the cached start), so the engine need not again.
+    pub tokens: Option<Vec<T>>,
     /// The body as used (what a later request's cached start is found by).
     pub body: String,
     /// Estimated tokens the KV cache does not hold.
@@ -36,21 +39,24 @@ pub(crate) struct Fitted {
 /// `text[body]` is the trimmable window; `cached` the tokens in the KV
 /// cache and `cached_body` the body they were made from (if the cache holds
 /// a completion prompt); `tokenize(s, first)` tokenizes `s` (with the BOS
-/// token when `first`).
+/// token when `first`); `count(s)` counts `s`'s tokens without the BOS
+/// (the engine remembers line counts across keystrokes).
 pub(crate) fn fit<T: PartialEq>(
     text: &str,
     body: Range<usize>,
     cached: &[T],
     cached_body: Option<&str>,
     tokenize: &dyn Fn(&str, bool) -> Vec<T>,
+    count: &dyn Fn(&str) -> usize,
     cap: usize,
-) -> Fitted {
+) -> Fitted<T> {
     let whole = tokenize(text, true);
     let new_whole = whole.len() - common_prefix(cached, &whole);
     let (head, window, tail) = (&text[..body.start], &text[body.clone()], &text[body.end..]);
     if new_whole <= cap {
         return Fitted {
             text: text.to_owned(),
+            tokens: Some(whole),
             body: window.to_owned(),
             new_tokens: new_whole,
         };
@@ -61,14 +67,14 @@ pub(crate) fn fit<T: PartialEq>(
     // cursor and helps less: drop it when it would take half the budget.
     let head = if head_new > cap / 2 { "" } else { head };
     let head_new = if head.is_empty() { 0 } else { head_new };
-    let tail_tokens = tokenize(tail, false).len();
+    let tail_tokens = count(tail);
 
     let starts = line_starts(window);
     // Tokens of each line (from one start to the next), then suffix sums.
     let mut suffix = vec![0usize; starts.len() + 1];
     for (i, &start) in starts.iter().enumerate().rev() {
         let end = starts.get(i + 1).copied().unwrap_or(window.len());
-        suffix[i] = suffix[i + 1] + tokenize(&window[start..end], false).len();
+        suffix[i] = suffix[i + 1] + count(&window[start..end]);
     }
     // The earliest start that fits from cold (the last line at worst).
     let budget = cap.saturating_sub(head_new + tail_tokens);
@@ -88,20 +94,30 @@ pub(crate) fn fit<T: PartialEq>(
             .max_by_key(|&i| common_prefix(&window.as_bytes()[starts[i]..], old.as_bytes()))?;
         let candidate = format!("{head}{}{tail}", &window[starts[i]..]);
         let tokens = tokenize(&candidate, true);
-        Some((i, tokens.len() - common_prefix(cached, &tokens)))
+        let new = tokens.len() - common_prefix(cached, &tokens);
+        Some((i, new, candidate, tokens))
     });
-    let chosen = match warm {
-        // More context, and cheap enough.
-        Some((i, new)) if new <= cap && i <= cold => (i, new),
-        // The cold choice does not fit at all; the warm one is cheaper.
-        Some((i, new)) if cold_new > cap && new < cold_new => (i, new),
-        _ => (cold, cold_new),
+    let warm_wins = |(i, new, ..): &(usize, usize, String, Vec<T>)| {
+        // More context and cheap enough; or the cold choice does not fit
+        // at all and this one is cheaper.
+        (*new <= cap && *i <= cold) || (cold_new > cap && *new < cold_new)
     };
-    let start = starts.get(chosen.0).copied().unwrap_or(0);
-    Fitted {
-        text: format!("{head}{}{tail}", &window[start..]),
-        body: window[start..].to_owned(),
-        new_tokens: chosen.1,
+    match warm.filter(warm_wins) {
+        Some((i, new, text, tokens)) => Fitted {
+            text,
+            tokens: Some(tokens),
+            body: window[starts[i]..].to_owned(),
+            new_tokens: new,
+        },
+        None => {
+            let start = starts.get(cold).copied().unwrap_or(0);
+            Fitted {
+                text: format!("{head}{}{tail}", &window[start..]),
+                tokens: None,
+                body: window[start..].to_owned(),
+                new_tokens: cold_new,
+            }
+        }
     }
 }
 
@@ -143,9 +159,22 @@ mod tests {
         text: &str,
         body: Range<usize>,
         cap: usize,
-    ) -> Fitted {
+    ) -> Fitted<char> {
         let cached = chars(cached, true);
-        fit(text, body, &cached, cached_body, &chars, cap)
+        let fitted = fit(
+            text,
+            body,
+            &cached,
+            cached_body,
+            &chars,
+            &|s| s.chars().count(),
+            cap,
+        );
+        // Tokens handed back are exactly the chosen text's.
+        if let Some(tokens) = &fitted.tokens {
+            assert_eq!(*tokens, chars(&fitted.text, true));
+        }
+        fitted
     }
 
     #[test]

@@ -86,13 +86,7 @@ impl<T> Parked<T> {
             return (fresh, Vec::new());
         }
         // All in use: the least recently used one is given to `key`.
-        let lru = self
-            .slots
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, s)| s.used)
-            .map_or(0, |(i, _)| i);
-        let evicted = self.slots.swap_remove(lru);
+        let evicted = self.slots.swap_remove(self.least_recent());
         let mut fresh = Cached::new(evicted.seq, key);
         fresh.used = self.clock;
         (fresh, vec![evicted.seq])
@@ -108,14 +102,17 @@ impl<T> Parked<T> {
             if parked + active_len + need <= n_ctx || self.slots.is_empty() {
                 return cleared;
             }
-            let lru = self
-                .slots
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, s)| s.used)
-                .map_or(0, |(i, _)| i);
-            cleared.push(self.slots.swap_remove(lru).seq);
+            cleared.push(self.slots.swap_remove(self.least_recent()).seq);
         }
+    }
+
+    /// The parked slot used longest ago (callers check there is one).
+    fn least_recent(&self) -> usize {
+        self.slots
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, s)| s.used)
+            .map_or(0, |(i, _)| i)
     }
 
     /// Forgets every parked sequence (after the whole cache was cleared).

@@ -151,10 +151,10 @@ local function sync(bufnr)
     hide(bufnr)
     return false
   end
-  if col == s.col and line_at(bufnr, row) == s.line then
+  local line = line_at(bufnr, row)
+  if col == s.col and line == s.line then
     return true
   end
-  local line = line_at(bufnr, row)
   local rest = remaining(s, s.items[s.index], line, col)
   if not rest or rest == '' or not draw(bufnr, s, rest, row, col, line) then
     hide(bufnr)
