@@ -10,7 +10,13 @@
 //! (**typing at one spot**); at some positions an invoked request (several
 //! items) is made; finally, four times, the user completes in one file,
 //! then in two others, then goes back to the first, just below where they
-//! were (**switching back**). Single-line completions
+//! were (**switching back**). Then the user moves to a new place, looks
+//! for two seconds (the editor reports the cursor: `fettle/cursor`), and
+//! opens a line there (**new position after a pause**: the warm-up has
+//! run), and after 0.4 s types a character (**typing after a short
+//! pause**: a warm-up may be running and must yield). The prompt tokens of
+//! each first completion (`fettle/stats` `localModel`) show how much
+//! context it had. Single-line completions
 //! (`completion.multiline = "never"`) so that every sample is one line of
 //! generation.
 #[allow(clippy::unwrap_used, clippy::expect_used)]
@@ -35,6 +41,12 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 const POSITIONS: usize = 24;
 /// Of which this many also get an invoked request.
 const INVOKED: usize = 6;
+/// New positions visited after a pause.
+const PAUSED: usize = 16;
+/// How long the user looks before typing at a new position.
+const LOOK: Duration = Duration::from_millis(2000);
+/// A short pause in typing: a warm-up (after 250 ms) has started.
+const SHORT_PAUSE: Duration = Duration::from_millis(400);
 
 struct Buffer {
     uri: String,
@@ -114,11 +126,13 @@ fn main() -> Result<()> {
     let mut rng = fastrand::Rng::with_seed(2026);
     let (mut first, mut typing, mut invoked, mut single_at_invoked) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut first_tokens = Vec::new();
     for i in 0..POSITIONS {
         let b = i % buffers.len();
         let line = buffers[b].code_line(&mut rng);
         let (elapsed, at) = new_line_below(&mut lsp, &mut buffers[b], line, 2)?;
         first.push(elapsed);
+        first_tokens.push(prompt_tokens(&mut lsp)?);
         // Typing three characters there.
         let (row, mut col) = at;
         for ch in ["x", " ", "="] {
@@ -154,6 +168,35 @@ fn main() -> Result<()> {
         let (elapsed, _) = new_line_below(&mut lsp, &mut buffers[0], at.0, 2)?;
         back.push(elapsed);
     }
+    // A new place after a look around (the warm-up runs meanwhile), then
+    // a keystroke after a short pause.
+    let (mut paused, mut paused_tokens) = (Vec::new(), Vec::new());
+    let (mut without_pause, mut after_short_pause) = (Vec::new(), Vec::new());
+    for i in 0..PAUSED {
+        let b = i % buffers.len();
+        let line = buffers[b].code_line(&mut rng);
+        lsp.notify(
+            "fettle/cursor",
+            json!({ "textDocument": { "uri": buffers[b].uri },
+                    "position": { "line": line, "character": 0 } }),
+        );
+        std::thread::sleep(LOOK);
+        let (elapsed, (row, col)) = new_line_below(&mut lsp, &mut buffers[b], line, 2)?;
+        paused.push(elapsed);
+        paused_tokens.push(prompt_tokens(&mut lsp)?);
+        // A keystroke at once, then one after a short pause (a warm-up
+        // has started and must yield): the same kind of spot, with and
+        // without a warm-up in the way.
+        buffers[b].insert(&mut lsp, row, col, "z");
+        let started = Instant::now();
+        complete(&mut lsp, &buffers[b].uri, row, col + 1, 2)?;
+        without_pause.push(started.elapsed());
+        std::thread::sleep(SHORT_PAUSE);
+        buffers[b].insert(&mut lsp, row, col + 1, "z");
+        let started = Instant::now();
+        complete(&mut lsp, &buffers[b].uri, row, col + 2, 2)?;
+        after_short_pause.push(started.elapsed());
+    }
     let stats = lsp
         .request("fettle/stats", json!({}))
         .map_err(|e| e.to_string())?;
@@ -172,11 +215,26 @@ fn main() -> Result<()> {
         "back in a file after completing in two others, below where the user was",
         back,
     );
+    report("new position after a 2 s look (warmed)", paused);
+    report("typing there, the next keystroke at once", without_pause);
+    report("typing there after a 0.4 s pause", after_short_pause);
+    tokens(
+        "prompt tokens, first completion at a new position",
+        first_tokens,
+    );
+    tokens(
+        "prompt tokens, new position after a 2 s look",
+        paused_tokens,
+    );
+    println!(
+        "  tokens evaluated by warm-ups: {}",
+        stats["localModel"]["warmedTokens"]
+    );
     percentiles("server overhead (fettle/stats)", &stats["serverOverheadMs"]);
     for line in lsp
         .stderr()
         .lines()
-        .filter(|l| l.contains("local generation"))
+        .filter(|l| l.contains("local generation") || l.contains("local warm-up"))
     {
         println!("  {line}");
     }
@@ -204,6 +262,29 @@ fn new_line_below(
     let started = Instant::now();
     complete(lsp, &buffer.uri, at.0, at.1, trigger)?;
     Ok((started.elapsed(), at))
+}
+
+/// The prompt tokens of the embedded model's last request.
+fn prompt_tokens(lsp: &mut Lsp) -> Result<u64> {
+    let stats = lsp
+        .request("fettle/stats", json!({}))
+        .map_err(|e| e.to_string())?;
+    stats["localModel"]["promptTokens"]
+        .as_u64()
+        .ok_or_else(|| format!("no localModel.promptTokens in {stats}").into())
+}
+
+/// p50 and p90 of token counts.
+fn tokens(label: &str, mut counts: Vec<u64>) {
+    counts.sort_unstable();
+    let at = |q: f64| counts[((counts.len() as f64 - 1.0) * q).round() as usize];
+    println!(
+        "  {label}: p10 {}, p50 {}, p90 {} (n = {})",
+        at(0.1),
+        at(0.5),
+        at(0.9),
+        counts.len()
+    );
 }
 
 fn complete(lsp: &mut Lsp, uri: &str, line: usize, character: usize, kind: u32) -> Result<Value> {

@@ -7,6 +7,7 @@ fn main() {
         .is_none_or(|a| a != "sandbox-exec")
     {
         fettle::secrets::store::protect_process();
+        fettle::model::local::idle_threads_sleep();
     }
     std::process::exit(fettle::cli::main());
 }

@@ -258,6 +258,10 @@ pub struct CompletionConfig {
     /// Local models: the most time a completion may spend evaluating the
     /// part of its prompt the KV cache does not hold (0: no limit).
     pub latency_target_ms: u64,
+    /// Local models: after this long with no keystroke, completion request
+    /// or cursor report (`fettle/cursor`), the prompt at the cursor is
+    /// evaluated ahead of the next request (0: never).
+    pub warm_after_ms: u64,
     pub multiline: Multiline,
     /// Also offer the suggestion as a `textDocument/completion` item, for
     /// clients without inline completion. Read at `initialize`.
@@ -272,6 +276,7 @@ impl Default for CompletionConfig {
             deadline_ms: 3000,
             max_prompt_tokens: 1024,
             latency_target_ms: 400,
+            warm_after_ms: 250,
             multiline: Multiline::Auto,
             as_completion_item: false,
         }

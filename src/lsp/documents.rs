@@ -39,6 +39,7 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
     let uri = params.text_document.uri;
     let version = params.text_document.version;
     let encoding = state.encoding();
+    let mut warm_at = None;
     let analysis = {
         let Some(mut open) = state.documents.get_mut(&uri) else {
             tracing::warn!(%uri, version, "didChange for a document that is not open; ignored");
@@ -59,11 +60,18 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
                 position::offset_of(&open.document.rope, r.start, encoding)
             });
             let edit = start..start + change.text.len();
-            state.completion.touched(&open.completion, Some(edit));
+            state
+                .completion
+                .touched(&open.completion, Some(edit.clone()));
+            warm_at = Some(edit.end);
         }
         open.changed();
         open.restart_analysis()
     };
+    // The user typed there: warm it once they pause.
+    if let Some(cursor) = warm_at {
+        super::inline_completion::warm::schedule(state, uri.clone(), cursor);
+    }
     schedule_analysis(state, uri, analysis);
 }
 

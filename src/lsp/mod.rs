@@ -40,6 +40,7 @@ pub async fn serve_stdio() -> i32 {
             server::Server::inline_completion,
         )
         .custom_method("fettle/stats", server::Server::stats)
+        .custom_method("fettle/cursor", server::Server::cursor)
         .custom_method(
             "window/workDoneProgress/cancel",
             server::Server::work_done_progress_cancel,

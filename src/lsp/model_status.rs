@@ -82,6 +82,23 @@ pub fn stats(state: &State) -> serde_json::Result<serde_json::Value> {
         map.insert("models".to_string(), serde_json::to_value(health)?);
         let edit = state.rewrite.stats.lock().report();
         map.insert("edit".to_string(), serde_json::to_value(edit)?);
+        // The embedded completion model's last request: how much of its
+        // prompt came from the KV cache, and what warm-ups evaluated.
+        let completion_model = models.get(&state.config().completion.model).ok();
+        if let Some(local) = completion_model.and_then(|m| m.local_stats()) {
+            map.insert(
+                "localModel".to_string(),
+                serde_json::json!({
+                    "promptTokens": local.prompt_tokens,
+                    "reusedTokens": local.reused_tokens,
+                    "generatedTokens": local.generated_tokens,
+                    "prefillMs": local.prefill.as_secs_f64() * 1000.0,
+                    "firstTokenMs": local.first_token.as_secs_f64() * 1000.0,
+                    "cancelledJobs": local.cancelled_jobs,
+                    "warmedTokens": local.warmed_tokens,
+                }),
+            );
+        }
     }
     Ok(report)
 }

@@ -116,6 +116,11 @@ impl Server {
         }
     }
 
+    /// `fettle/cursor` (a notification).
+    pub async fn cursor(&self, params: inline_completion::warm::CursorParams) {
+        inline_completion::warm::cursor_moved(&self.state, params)
+    }
+
     /// Takes no parameters: none, null, `{}` or `[]` (Lua's `{}`).
     pub async fn stats(&self, params: serde_json::Value) -> Result<serde_json::Value> {
         if !super::params::is_empty(&params) && !params.is_object() {

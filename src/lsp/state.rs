@@ -60,6 +60,8 @@ pub struct State {
     pub rewrite: super::rewrite::RewriteState,
     /// Reloading the configuration files when they change.
     pub config_watch: super::reload::ConfigWatch,
+    /// The pending warm-up of the embedded model (see `inline_completion::warm`).
+    pub warm: super::inline_completion::warm::WarmTimer,
 }
 
 /// A consistent copy of an open document, taken under the map's guard and
@@ -116,6 +118,7 @@ impl State {
             agent: Default::default(),
             rewrite: Default::default(),
             config_watch: Default::default(),
+            warm: Default::default(),
         }
     }
 

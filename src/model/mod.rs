@@ -143,6 +143,14 @@ impl Model {
     pub fn local_stats(&self) -> Option<local::RequestStats> {
         self.provider.local_stats()
     }
+    /// Prefills `req`'s prompt in the background (see [`Provider::warm`]).
+    pub fn warm(&self, req: FimRequest) {
+        self.provider.warm(req)
+    }
+    /// Gives up the warm-ups in progress (see [`Provider::cancel_warm`]).
+    pub fn cancel_warm(&self) {
+        self.provider.cancel_warm()
+    }
     /// Tokens in `text`: the model's own tokenizer where Fettle has it, the
     /// calibrated estimate otherwise.
     pub fn count_tokens(&self, text: &str) -> usize {

@@ -20,4 +20,12 @@ pub trait Provider: Send + Sync + 'static {
     fn local_stats(&self) -> Option<super::local::RequestStats> {
         None
     }
+    /// Evaluates `req`'s prompt ahead of a request that will probably come
+    /// (the user paused there), so that it starts warm; no answer. Only the
+    /// embedded model has a cache worth warming: the others do nothing.
+    /// Background work: any real request stops it.
+    fn warm(&self, _req: FimRequest) {}
+    /// Gives up the warm-ups queued or running: the user is active again
+    /// (a later pause starts a new one).
+    fn cancel_warm(&self) {}
 }

@@ -159,6 +159,77 @@ async fn going_back_to_a_file_reuses_its_cached_prompt() {
     );
 }
 
+fn python_file(name: &str, lines: usize) -> FimRequest {
+    let body: String = (0..lines)
+        .map(|i| format!("    {name}_{i} = {name}_{i} + values[{i}] * {i}\n"))
+        .collect();
+    let mut req = fim(&format!("def {name}(values):\n{body}    return "), "\n", 2);
+    req.path = Some(format!("{name}.py"));
+    req
+}
+
+/// Waits until the engine's warm-ups have evaluated more than `before`
+/// tokens (a warm-up has no answer to wait for).
+async fn warmed_beyond(model: &Model, before: u64) -> u64 {
+    for _ in 0..600 {
+        let warmed = model.local_stats().map_or(0, |s| s.warmed_tokens);
+        if warmed > before {
+            return warmed;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the warm-up did not run within a minute");
+}
+
+/// A warm-up evaluates the prompt ahead of the request: the request that
+/// follows (three characters typed there) evaluates only those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_up_prepares_the_next_request() {
+    let Some(path) = model_path() else { return };
+    let model = local(&path, 4091);
+    // Something else first, so that the counters exist.
+    collect(&model, python_file("other", 2)).await.unwrap();
+    model.warm(python_file("alpha", 30));
+    let warmed = warmed_beyond(&model, 0).await;
+    assert!(warmed > 300, "the whole prompt is warmed: {warmed}");
+    let mut typed = python_file("alpha", 30);
+    typed.prefix.push_str("val");
+    collect(&model, typed).await.unwrap();
+    let stats = model.local_stats().unwrap();
+    assert!(stats.prompt_tokens > 300, "{stats:?}");
+    assert!(
+        stats.prompt_tokens - stats.reused_tokens <= 4,
+        "the request found the warmed prompt: {stats:?}"
+    );
+}
+
+/// A warm-up works in a sequence of its own: one that a request
+/// interrupts (or that never starts) leaves the file's cached prompt as it
+/// was, so a keystroke after a short pause is not slowed by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_up_yields_and_leaves_the_files_prompt_intact() {
+    let Some(path) = model_path() else { return };
+    let model = local(&path, 4089);
+    collect(&model, python_file("alpha", 30)).await.unwrap();
+    // A long, different prompt for the same file (the user moved away)...
+    let mut elsewhere = python_file("alpha", 30);
+    elsewhere.prefix = format!("# moved\n{}", python_file("zeta", 120).prefix);
+    model.warm(elsewhere);
+    // ...and at once a keystroke where the user was.
+    let mut typed = python_file("alpha", 30);
+    typed.prefix.push_str("val");
+    collect(&model, typed).await.unwrap();
+    let stats = model.local_stats().unwrap();
+    assert!(
+        stats.prompt_tokens - stats.reused_tokens <= 4,
+        "the file's prompt survived the warm-up: {stats:?}"
+    );
+    assert!(
+        stats.warmed_tokens < 1000,
+        "the warm-up gave way to the request: {stats:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_stream_stops_generation_and_the_next_request_works() {
     let Some(path) = model_path() else { return };

@@ -31,7 +31,7 @@ struct Inner {
     touched: u64,
     /// The latest syntax errors, as (line, message).
     diagnostics: Arc<Vec<(usize, String)>>,
-    /// The prompt layout last chosen, kept while typing on the same line.
+    /// The prompt layout last chosen, kept while typing near its line.
     window: Option<Window>,
     /// The model request running for an automatic request.
     inflight: Option<InFlight>,

@@ -391,6 +391,64 @@ impl Engine {
         (Outcome::Shown { from_cache: false }, model_time, answer)
     }
 
+    /// Evaluates, ahead of time, the prompt a request at the end of the
+    /// cursor's line would send, so that the first request nearby finds it
+    /// in the local model's cache with the whole context (instead of a
+    /// window cut to the latency target): at the cursor, at the line's end,
+    /// on a new line below (Vim's `o`) or above (`O`), the prompt starts
+    /// with what is cached (the layout is kept near a line, see
+    /// `prompt.rs`). For when the user has paused there; any real request
+    /// stops it. Does nothing for a remote model (nothing to warm), a
+    /// secret file, or where a suggestion is already cached.
+    pub async fn warm(self: &Arc<Self>, mut request: Request, env: Env<'_>) {
+        let Ok(model) = &env.model else { return };
+        if model.config().provider != crate::config::Provider::Local {
+            return;
+        }
+        let document = &request.document;
+        let secret = document
+            .uri
+            .to_file_path()
+            .is_ok_and(|p| crate::secrets::is_secret_path(&p));
+        if secret {
+            return;
+        }
+        let rope = &document.rope;
+        let line = rope.byte_to_line(request.cursor.min(rope.len_bytes()));
+        let line_end = rope
+            .get_line(line)
+            .map(|l| {
+                let text = l.to_string();
+                let content = text.trim_end_matches(['\n', '\r']).len();
+                rope.line_to_byte(line) + content
+            })
+            .unwrap_or(rope.len_bytes());
+        request.cursor = line_end;
+        let Some(at) = self.locate(&request, env.config).await else {
+            return;
+        };
+        if self.cache.lock().get(&at.key).is_some() {
+            return;
+        }
+        let model = model.clone();
+        // The trigger's decision is not asked: the requests this prepares
+        // are nearby, not necessarily here.
+        let target = Target {
+            cursor: at.cursor,
+            line,
+            multiline: false,
+            stop: Vec::new(),
+        };
+        let Some(fim) = prompt::build(self, &request, &env, &model, &at.text, target).await else {
+            return;
+        };
+        if is_stale(&request.revision) {
+            return;
+        }
+        tracing::debug!(uri = %request.document.uri, line, "warming the completion prompt");
+        model.warm(fim);
+    }
+
     /// The text at the cursor (the selected menu item put in), the
     /// trigger's decision and the cache key. A large document is copied on
     /// the blocking pool (milliseconds for megabytes); up to

@@ -19,6 +19,9 @@ const CONTEXT_DEADLINE: Duration = Duration::from_millis(20);
 /// Most tokens a single-line completion may take (the stream is cut at the
 /// first line anyway).
 const SINGLE_LINE_MAX_TOKENS: u32 = 64;
+/// Lines below the one it was chosen for where a prompt's layout (window
+/// start, snippets) is kept: typing on and pressing Enter keeps the cache.
+const KEPT_WINDOW_LINES: usize = 8;
 /// Other open documents offered to the prompt builder, most recent first.
 const OPEN_FILES: usize = 8;
 /// Larger open documents are not scanned for similar code (nor for secrets).
@@ -117,18 +120,17 @@ pub(super) async fn build(
     })
     .await;
     let (mut ctx, relative, repo, redactor) = built.ok()?;
-    // While the user types along one line, keep offering the snippets
-    // chosen for that line: they come first in the prompt, so changing
-    // them (a half-typed word picks other definitions) would throw away
-    // the whole KV cache of a local model, or a server's prompt cache.
-    // The same goes for where the prefix window starts: a window that
-    // slides by a line every few keystrokes changes the prompt's start.
-    // So on one line, the window keeps its start while it grows by no
-    // more than an eighth over the budgeted size.
-    let kept = document
-        .state
-        .window()
-        .filter(|kept| kept.line == cursor_line);
+    // While the user types along one line (or goes on to the next few, or
+    // opens one above), keep offering the snippets chosen there: they come
+    // first in the prompt, so changing them (a half-typed word picks other
+    // definitions) would throw away the whole KV cache of a local model, or
+    // a server's prompt cache. The same goes for where the prefix window
+    // starts: a window that slides by a line every few keystrokes changes
+    // the prompt's start. So near where it was chosen, the window keeps its
+    // start while it grows by no more than an eighth over the budgeted size.
+    let kept = document.state.window().filter(|kept| {
+        kept.line <= cursor_line + 1 && cursor_line <= kept.line + KEPT_WINDOW_LINES
+    });
     let prefix_start = cursor - ctx.prefix.len();
     match kept {
         Some(kept)

@@ -10,6 +10,7 @@ use tower_lsp::lsp_types::Command;
 
 mod menu_item;
 mod protocol;
+pub mod warm;
 
 pub use menu_item::as_completion_items;
 pub use protocol::{InlineCompletionItem, InlineCompletionList, InlineCompletionParams};
@@ -60,17 +61,15 @@ pub async fn inline_completion(
         selected,
         invoked: context.is_some_and(|c| c.trigger_kind == 1),
     };
-    let env = Env {
-        config: &config.completion,
-        model: state
-            .models()
-            .get(&config.completion.model)
-            .map_err(|err| err.to_string()),
-        index: state.index(),
-        roots: state.roots.read().clone(),
-        buffers: state.as_ref(),
-    };
-    let suggestions = state.completion.complete(request, env).await;
+    // Warm-ups give way to the request; once the user pauses after the
+    // answer, this place is warmed with more context.
+    let seen = warm::active(state);
+    let uri = request.document.uri.clone();
+    let suggestions = state
+        .completion
+        .complete(request, env(state, &config))
+        .await;
+    warm::schedule_if_quiet(state, uri, cursor, seen);
     if suggestions.is_empty() {
         return Ok(None);
     }
@@ -88,6 +87,20 @@ pub async fn inline_completion(
         })
         .collect();
     Ok(Some(InlineCompletionList { items }))
+}
+
+/// What a completion (or a warm-up) runs against.
+fn env<'a>(state: &'a Arc<State>, config: &'a crate::config::Config) -> Env<'a> {
+    Env {
+        config: &config.completion,
+        model: state
+            .models()
+            .get(&config.completion.model)
+            .map_err(|err| err.to_string()),
+        index: state.index(),
+        roots: state.roots.read().clone(),
+        buffers: state.as_ref(),
+    }
 }
 
 /// `fettle/stats`.

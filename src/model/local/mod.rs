@@ -65,6 +65,16 @@ impl LocalProvider {
         options: &GenOptions,
         slot: Option<String>,
     ) -> mpsc::UnboundedReceiver<Result<Output, ModelError>> {
+        self.submit(prompt, options, slot, None)
+    }
+
+    fn submit(
+        &self,
+        prompt: PromptFn,
+        options: &GenOptions,
+        slot: Option<String>,
+        warm: Option<u64>,
+    ) -> mpsc::UnboundedReceiver<Result<Output, ModelError>> {
         let (tx, rx) = mpsc::unbounded_channel();
         let limit = Duration::from_millis(self.config.total_timeout_ms);
         self.engine.submit(Job {
@@ -75,6 +85,7 @@ impl LocalProvider {
             limit,
             latency_target: options.latency_target,
             slot,
+            warm,
             out: tx,
         });
         rx
@@ -115,14 +126,8 @@ fn chatml(messages: &[Message], tools_section: Option<String>) -> String {
 
 impl Provider for LocalProvider {
     fn fim(&self, req: FimRequest) -> TextStream {
-        let template = self.template;
-        let auto = self.config.fim_template == FimTemplate::Auto;
-        let name = self.name.clone();
         let options = req.options.clone();
-        // One cached prompt per file (an untitled buffer shares one).
-        let slot = Some(format!("fim:{}", req.path.as_deref().unwrap_or("")));
-        let prompt: PromptFn =
-            Box::new(move |vocab| fim_prompt(&name, template, auto, &req, vocab));
+        let (prompt, slot) = self.fim_job(req);
         let rx = self.run(prompt, &options, slot);
         Box::pin(tokio_stream_of(rx).filter_map(|item| async move {
             match item {
@@ -188,6 +193,45 @@ impl Provider for LocalProvider {
     fn local_stats(&self) -> Option<RequestStats> {
         self.engine.last_stats()
     }
+
+    /// The prompt fitted to [`WARM_TARGET_FACTOR`] times the completion's
+    /// latency target: a warm-up has time (it yields to any request), and
+    /// the request that follows finds it all cached, so it gets that much
+    /// more context within the target. Not the whole prompt: only a prefix
+    /// of the cache is reused, so a warm-up the user interrupts half-way is
+    /// wasted, and pauses are short (4 × 0.4 s ≈ 400 tokens here).
+    fn warm(&self, mut req: FimRequest) {
+        req.options.latency_target = req
+            .options
+            .latency_target
+            .map(|target| target * WARM_TARGET_FACTOR);
+        let options = req.options.clone();
+        let (prompt, slot) = self.fim_job(req);
+        let generation = self.engine.next_warm();
+        // Nobody reads the answer: a warm-up has none.
+        drop(self.submit(prompt, &options, slot, Some(generation)));
+    }
+
+    fn cancel_warm(&self) {
+        self.engine.next_warm();
+    }
+}
+
+/// A warm-up's time budget, in completion latency targets.
+const WARM_TARGET_FACTOR: u32 = 4;
+
+impl LocalProvider {
+    /// A FIM request's prompt builder and its cached prompt's key: one per
+    /// file (an untitled buffer shares one).
+    fn fim_job(&self, req: FimRequest) -> (PromptFn, Option<String>) {
+        let template = self.template;
+        let auto = self.config.fim_template == FimTemplate::Auto;
+        let name = self.name.clone();
+        let slot = Some(format!("fim:{}", req.path.as_deref().unwrap_or("")));
+        let prompt: PromptFn =
+            Box::new(move |vocab| fim_prompt(&name, template, auto, &req, vocab));
+        (prompt, slot)
+    }
 }
 
 /// The FIM prompt for `req`. Suffix-first where the template allows: typing
@@ -246,6 +290,20 @@ fn tokio_stream_of<T: Send + 'static>(
     mut rx: mpsc::UnboundedReceiver<T>,
 ) -> impl futures::Stream<Item = T> + Send + 'static {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Makes llama.cpp's OpenMP worker threads sleep when they wait, instead
+/// of spinning (OpenMP's default). Spinning only pays on an idle machine:
+/// beside any other busy process (a build, a second Fettle) the spinning
+/// threads take the cores from the ones they wait for, and generation
+/// slows by 4–5× (two servers completing at once on two cores: 55–68 s
+/// against 13–15 s with sleeping threads; see docs/performance.md). A
+/// user's own `OMP_WAIT_POLICY` is kept. Call first thing in `main`, while
+/// the process has one thread (the environment is not thread-safe).
+pub fn idle_threads_sleep() {
+    if std::env::var_os("OMP_WAIT_POLICY").is_none() {
+        std::env::set_var("OMP_WAIT_POLICY", "PASSIVE");
+    }
 }
 
 /// Checks that the weights at `config`'s path exist and are GGUF, without

@@ -10,8 +10,9 @@
 //! parked sequences are evicted, least recently used first. This module
 //! is bookkeeping only: the engine clears the sequences it is told to.
 
-/// Sequences kept at once (the active one included).
-pub(crate) const MAX_SEQUENCES: usize = 4;
+/// Sequences kept at once (the active one included): the chat lane, the
+/// warm-up lane and four files.
+pub(crate) const MAX_SEQUENCES: usize = 6;
 
 /// One sequence's cached prompt.
 #[derive(Debug)]
@@ -115,6 +116,18 @@ impl<T> Parked<T> {
             .map_or(0, |(i, _)| i)
     }
 
+    /// The parked sequence for `key`, if any.
+    pub fn find(&self, key: &str) -> Option<&Cached<T>> {
+        self.slots.iter().find(|s| s.key == key)
+    }
+
+    /// Forgets the parked sequence for `key`; returns it for the engine to
+    /// clear.
+    pub fn remove(&mut self, key: &str) -> Option<i32> {
+        let i = self.slots.iter().position(|s| s.key == key)?;
+        Some(self.slots.swap_remove(i).seq)
+    }
+
     /// Forgets every parked sequence (after the whole cache was cleared).
     pub fn clear(&mut self) {
         self.slots.clear();
@@ -149,6 +162,23 @@ mod tests {
     }
 
     #[test]
+    fn a_parked_sequence_is_found_and_removed_by_key() {
+        let mut parked = Parked::new();
+        let (_b, _) = parked.switch(with_tokens(0, "a.rs", 7), "b.rs");
+        assert_eq!(
+            parked.find("a.rs").map(|a| (a.seq, a.tokens.len())),
+            Some((0, 7))
+        );
+        assert!(
+            parked.find("b.rs").is_none(),
+            "the active one is not parked"
+        );
+        assert_eq!(parked.remove("a.rs"), Some(0));
+        assert_eq!(parked.remove("a.rs"), None);
+        assert!(parked.keys().is_empty());
+    }
+
+    #[test]
     fn the_same_key_stays_active() {
         let mut parked = Parked::new();
         let (a, cleared) = parked.switch(with_tokens(0, "a.rs", 10), "a.rs");
@@ -157,18 +187,19 @@ mod tests {
     }
 
     #[test]
-    fn a_fifth_file_takes_the_least_recently_used_sequence() {
+    fn one_file_too_many_takes_the_least_recently_used_sequence() {
         let mut parked = Parked::new();
         let mut active = with_tokens(0, "f0", 10);
-        for key in ["f1", "f2", "f3"] {
-            let (next, _) = parked.switch(active, key);
+        for i in 1..MAX_SEQUENCES {
+            let (next, _) = parked.switch(active, &format!("f{i}"));
             active = next;
             active.tokens = vec![0; 10];
         }
         // f0 was used longest ago.
-        let (f4, cleared) = parked.switch(active, "f4");
-        assert_eq!((f4.seq, cleared), (0, vec![0]));
-        assert_eq!(parked.keys(), ["f1", "f2", "f3"]);
+        let (last, cleared) = parked.switch(active, "last");
+        assert_eq!((last.seq, cleared), (0, vec![0]));
+        let kept: Vec<String> = (1..MAX_SEQUENCES).map(|i| format!("f{i}")).collect();
+        assert_eq!(parked.keys(), kept);
     }
 
     #[test]

@@ -22,4 +22,5 @@ mod robustness_eof;
 mod robustness_framing;
 mod symbols;
 mod trust;
+mod warm_ahead;
 mod workspace;

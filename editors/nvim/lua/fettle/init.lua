@@ -110,6 +110,9 @@ M.options = {
     debounce_ms = 40,
     --- `'auto'`: Neovim's own inline completion when it has one (0.12+).
     native = 'auto',
+    --- Report where the cursor rests (`fettle/cursor`), so that the
+    --- embedded model prepares the prompt there before you type.
+    warm_up = true,
     --- Insert-mode keys; `false` leaves a key unmapped. Accept and dismiss
     --- fall back to the key's own meaning when nothing is shown.
     keymaps = {
@@ -223,6 +226,7 @@ local function on_attach(bufnr, client)
   else
     ghost.attach(bufnr)
   end
+  require('fettle.cursor').attach(bufnr)
   map_keys(bufnr)
 end
 
@@ -245,6 +249,7 @@ function M.setup(opts)
   M.options = vim.tbl_deep_extend('force', M.options, { ghost_text = opts.ghost_text or {}, progress = opts.progress })
   ghost.config.enabled = M.options.ghost_text.enabled ~= false
   ghost.config.debounce_ms = M.options.ghost_text.debounce_ms
+  require('fettle.cursor').config.enabled = M.options.ghost_text.warm_up ~= false
   ghost.highlights()
   vim.api.nvim_create_autocmd('ColorScheme', {
     group = vim.api.nvim_create_augroup('fettle.highlights', { clear = true }),
