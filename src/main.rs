@@ -9,5 +9,8 @@ fn main() {
         fettle::secrets::store::protect_process();
         fettle::model::local::idle_threads_sleep();
     }
-    std::process::exit(fettle::cli::main());
+    let code = fettle::cli::main();
+    // No exit while the embedded model's thread is inside llama.cpp.
+    fettle::model::local::quiesce(std::time::Duration::from_secs(2));
+    std::process::exit(code);
 }

@@ -143,6 +143,8 @@ struct Shared {
     warm_generation: AtomicU64,
     /// Prompt tokens evaluated by warm-ups.
     warmed: AtomicU64,
+    /// Set while the thread runs a job (see [`quiesce`]).
+    busy: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -182,6 +184,31 @@ const COUNT_CACHE_MAX_TEXT: usize = 512;
 /// ...this many of them (~10 MB at most); then the memory starts over.
 const COUNT_CACHE_ENTRIES: usize = 20_000;
 
+/// Every engine started. Weak: an engine nobody uses any more (its model's
+/// path changed) is dropped, which ends its thread and frees the weights.
+static ENGINES: OnceLock<Mutex<Vec<Weak<Engine>>>> = OnceLock::new();
+
+/// Before the process exits: warm-ups stop, and this waits (up to
+/// `limit`) for every engine thread to be between jobs. Exiting while a
+/// thread is inside llama.cpp runs its global destructors under it, which
+/// may crash the process (and fail the exit status an editor sees).
+pub fn quiesce(limit: Duration) {
+    let Some(engines) = ENGINES.get() else { return };
+    let engines: Vec<Arc<Engine>> = engines
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    let deadline = Instant::now() + limit;
+    for engine in engines {
+        engine.next_warm();
+        while engine.shared.busy.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 /// The process-wide llama.cpp backend; it may be initialised only once.
 fn backend() -> Result<&'static LlamaBackend, String> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
@@ -206,9 +233,6 @@ impl Engine {
     /// ones are dropped); they keep getting the same engine, and its warm KV
     /// cache, as long as the key is the same.
     pub fn shared(name: &str, key: EngineKey) -> Arc<Engine> {
-        // Weak: an engine nobody uses any more (its model's path changed)
-        // is dropped, which ends its thread and frees the weights.
-        static ENGINES: OnceLock<Mutex<Vec<Weak<Engine>>>> = OnceLock::new();
         let engines = ENGINES.get_or_init(Default::default);
         let mut engines = engines.lock().unwrap_or_else(|p| p.into_inner());
         engines.retain(|e| e.strong_count() > 0);
@@ -277,6 +301,11 @@ impl Engine {
         let generation = self.shared.warm_generation.fetch_add(1, Ordering::SeqCst) + 1;
         tracing::trace!(model = %self.name, generation, "warm-up generation");
         generation
+    }
+
+    /// Whether the weights are loaded (a warm-up does not load them).
+    pub fn is_loaded(&self) -> bool {
+        self.shared.model.get().is_some()
     }
 
     pub fn last_stats(&self) -> Option<RequestStats> {
@@ -352,7 +381,9 @@ fn run(name: &str, key: &EngineKey, jobs: mpsc::Receiver<Job>, shared: &Shared) 
         let started = Instant::now();
         let out = job.out.clone();
         let warm = job.warm.is_some();
+        shared.busy.store(true, Ordering::SeqCst);
         let result = session.generate(job, shared);
+        shared.busy.store(false, Ordering::SeqCst);
         if let Some(rest) = session.resume.take() {
             deferred = Some(rest); // a warm-up that yielded to a real job
         }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-pub use engine::RequestStats;
+pub use engine::{quiesce, RequestStats};
 use engine::{Engine, EngineKey, Job, Output, Prompt, PromptFn, Vocabulary};
 use tools::{Parsed, ToolCallParser};
 
@@ -201,6 +201,11 @@ impl Provider for LocalProvider {
     /// of the cache is reused, so a warm-up the user interrupts half-way is
     /// wasted, and pauses are short (4 × 0.4 s ≈ 400 tokens here).
     fn warm(&self, mut req: FimRequest) {
+        if !self.engine.is_loaded() {
+            // Loading the weights is the first real request's business:
+            // an editor that never asks for a completion never pays it.
+            return;
+        }
         req.options.latency_target = req
             .options
             .latency_target
