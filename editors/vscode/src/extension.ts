@@ -1,0 +1,443 @@
+// The VS Code side of Fettle: starts the `fettle` language server and adds
+// what VS Code needs around it. Ghost text is VS Code's own inline
+// completion, fed by the client's built-in LSP 3.18 support; the server's
+// code actions reach the lightbulb as they are. Here: finding the binary,
+// forwarding settings, the status bar, commands with progress and Cancel,
+// the task log, and the task's diff in VS Code's diff editor.
+import * as fs from 'fs';
+import * as os from 'os';
+import * as vscode from 'vscode';
+import {
+  CodeActionRequest,
+  ExecuteCommandRequest,
+  LanguageClient,
+  type LanguageClientOptions,
+  type ServerOptions,
+  State,
+  WorkDoneProgress,
+  type WorkDoneProgressBegin,
+  type WorkDoneProgressReport,
+} from 'vscode-languageclient/node';
+
+import { findServer } from './binary';
+import {
+  chatArguments,
+  fixArguments,
+  rewriteArguments,
+  taskArguments,
+  taskMessage,
+  type Range,
+  type TaskResult,
+} from './commands';
+import { parseUnifiedDiff, reverseApply } from './diff';
+import { serverSettings } from './settings';
+import { statusView, type Stats } from './status';
+
+export const LANGUAGES = [
+  'rust', 'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
+  'go', 'c', 'cpp', 'java', 'lua',
+];
+
+const BEFORE_SCHEME = 'fettle-before';
+
+class Fettle {
+  client: LanguageClient | undefined;
+  private readonly status: vscode.StatusBarItem;
+  private stats: Stats | undefined;
+  private working = 0;
+  private lastTask: TaskResult | undefined;
+  private readonly before = new Map<string, string>();
+  private readonly beforeChanged = new vscode.EventEmitter<vscode.Uri>();
+  private poll: NodeJS.Timeout | undefined;
+  private progressTokens = 0;
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly output: vscode.LogOutputChannel,
+    private readonly tasks: vscode.OutputChannel,
+    private readonly keys: string[],
+  ) {
+    this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+    this.status.command = 'fettle.vscode.toggleGhostText';
+    context.subscriptions.push(this.status, this.beforeChanged);
+    context.subscriptions.push(
+      vscode.workspace.registerTextDocumentContentProvider(BEFORE_SCHEME, {
+        onDidChange: this.beforeChanged.event,
+        provideTextDocumentContent: (uri) => this.before.get(uri.toString()) ?? '',
+      }),
+    );
+  }
+
+  private config(): vscode.WorkspaceConfiguration {
+    return vscode.workspace.getConfiguration('fettle');
+  }
+
+  settings(): Record<string, unknown> {
+    const config = this.config();
+    return serverSettings(this.keys, (key) => config.inspect(key));
+  }
+
+  async start(): Promise<void> {
+    const found = findServer(this.config().get<string>('server.path'), this.context.extensionPath, {
+      isExecutable: (file) => {
+        try {
+          fs.accessSync(file, fs.constants.X_OK);
+          return fs.statSync(file).isFile();
+        } catch {
+          return false;
+        }
+      },
+      env: process.env,
+      platform: process.platform,
+      home: os.homedir(),
+    });
+    if ('error' in found) {
+      this.output.appendLine(found.error);
+      void vscode.window.showErrorMessage(found.error, 'Open Settings').then((pick) => {
+        if (pick) {
+          void vscode.commands.executeCommand('workbench.action.openSettings', 'fettle.server.path');
+        }
+      });
+      return;
+    }
+    this.output.appendLine(`Starting ${found.path} (from ${found.source})`);
+    const serverOptions: ServerOptions = {
+      command: found.path,
+      args: this.config().get<string[]>('server.args') ?? [],
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: LANGUAGES.flatMap((language) => [
+        { language, scheme: 'file' },
+        { language, scheme: 'untitled' },
+      ]),
+      outputChannel: this.output,
+      initializationOptions: this.settings(),
+      middleware: {
+        workspace: {
+          // Only what the user set, only the server's keys.
+          configuration: (params) =>
+            params.items.map((item) => (item.section === 'fettle' ? this.settings() : null)),
+        },
+      },
+    };
+    this.client = new LanguageClient('fettle', 'Fettle', serverOptions, clientOptions);
+    this.client.onDidChangeState((event) => {
+      if (event.newState === State.Running) {
+        this.refreshStats();
+      }
+      this.render();
+    });
+    await this.client.start();
+    this.client.onNotification('fettle/taskEvent', (event: TaskEvent) => this.logEvent(event));
+    this.poll = setInterval(() => this.refreshStats(), 5000);
+    this.render();
+  }
+
+  async stop(): Promise<void> {
+    if (this.poll) {
+      clearInterval(this.poll);
+      this.poll = undefined;
+    }
+    const client = this.client;
+    this.client = undefined;
+    if (client && client.state !== State.Stopped) {
+      await client.stop();
+    }
+  }
+
+  onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
+    if (event.affectsConfiguration('fettle.server')) {
+      void vscode.window
+        .showInformationMessage('Fettle: restart the server to use the new server settings?', 'Restart')
+        .then((pick) => pick && this.restart());
+    } else if (event.affectsConfiguration('fettle') && this.client?.isRunning()) {
+      void this.client.sendNotification('workspace/didChangeConfiguration', {
+        settings: { fettle: this.settings() },
+      });
+    }
+    this.render();
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  private refreshStats(): void {
+    if (!this.client?.isRunning()) {
+      return;
+    }
+    this.client.sendRequest<Stats>('fettle/stats', {}).then(
+      (stats) => {
+        this.stats = stats;
+        this.render();
+      },
+      () => undefined,
+    );
+  }
+
+  private render(): void {
+    if (this.config().get<boolean>('statusBar.enabled') === false) {
+      this.status.hide();
+      return;
+    }
+    const model = this.config().get<string>('completion.model') || 'local';
+    const ghost = this.config().get<boolean>('completion.enabled') !== false;
+    const view = statusView(model, this.stats, this.working > 0, ghost);
+    this.status.text = this.client?.isRunning() ? view.text : '$(circle-slash) Fettle: not running';
+    this.status.tooltip = view.tooltip;
+    this.status.show();
+  }
+
+  async toggleGhostText(): Promise<void> {
+    const on = this.config().get<boolean>('completion.enabled') !== false;
+    await this.config().update('completion.enabled', !on, vscode.ConfigurationTarget.Global);
+  }
+
+  private logEvent(event: TaskEvent): void {
+    const text = event.text.length > 2000 ? `${event.text.slice(0, 2000)}…` : event.text;
+    this.tasks.appendLine(`[${event.taskId}] ${event.kind}: ${text}`);
+  }
+
+  /** Runs a server command with a notification showing its progress, and Cancel. */
+  async execute<T>(title: string, command: string, args: unknown[]): Promise<T | undefined> {
+    const client = this.client;
+    if (!client?.isRunning()) {
+      void vscode.window.showErrorMessage('Fettle: the server is not running (see the Fettle output).');
+      return undefined;
+    }
+    const token = `fettle-vscode-${++this.progressTokens}`;
+    this.working += 1;
+    this.render();
+    try {
+      return await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title, cancellable: true },
+        async (progress, cancel) => {
+          const listener = client.onProgress(WorkDoneProgress.type, token, (value) => {
+            if (value.kind !== 'end') {
+              const message = (value as WorkDoneProgressBegin | WorkDoneProgressReport).message;
+              if (message) {
+                progress.report({ message });
+              }
+            }
+          });
+          try {
+            return (await client.sendRequest(
+              ExecuteCommandRequest.type,
+              { command, arguments: args, workDoneToken: token },
+              cancel,
+            )) as T;
+          } finally {
+            listener.dispose();
+          }
+        },
+      );
+    } catch (error) {
+      if (!isCancelled(error)) {
+        void vscode.window.showErrorMessage(`Fettle: ${errorMessage(error)}`);
+      }
+      return undefined;
+    } finally {
+      this.working -= 1;
+      this.render();
+      this.refreshStats();
+    }
+  }
+
+  async rewriteSelection(): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    const client = this.client;
+    if (!editor || !client) {
+      return;
+    }
+    const document = editor.document;
+    const range = toRange(editor.selection);
+    // The server's presets (`edit.actions`) are its code actions for the selection.
+    const actions = (await client
+      .sendRequest(CodeActionRequest.type, {
+        textDocument: { uri: document.uri.toString() },
+        range,
+        context: { diagnostics: [], only: ['refactor.rewrite'], triggerKind: 1 },
+      })
+      .then((r) => r ?? [], () => [])) as { title: string; command?: { arguments?: unknown[] } }[];
+    const presets = actions
+      .map((a) => ({ label: a.title.replace(/^Fettle: /, ''), instruction: instructionOf(a.command?.arguments) }))
+      .filter((p): p is { label: string; instruction: string } => p.instruction !== undefined);
+    const typeOwn = { label: '$(edit) Type an instruction…', instruction: undefined as string | undefined };
+    const pick = presets.length
+      ? await vscode.window.showQuickPick([typeOwn, ...presets], { placeHolder: 'Rewrite the selection' })
+      : typeOwn;
+    if (!pick) {
+      return;
+    }
+    const instruction =
+      pick.instruction ??
+      (await vscode.window.showInputBox({ prompt: 'Fettle: how should the selection change?', placeHolder: 'e.g. use a dict instead of the if-chain' }));
+    if (!instruction) {
+      return;
+    }
+    const result = await this.execute<{ applied?: boolean; summary?: string }>(
+      'Fettle: rewriting',
+      'fettle.rewrite',
+      rewriteArguments(document.uri.toString(), range, document.version, instruction),
+    );
+    if (result?.summary) {
+      const show = result.applied ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
+      void show(`Fettle: ${result.summary}`);
+    }
+  }
+
+  async runTask(title: string, command: string, args: unknown[]): Promise<void> {
+    const result = await this.execute<TaskResult>(title, command, args);
+    if (!result) {
+      return;
+    }
+    this.lastTask = result;
+    const buttons = result.changedFiles?.length ? ['Show Diff', 'Undo', 'Task Log'] : ['Task Log'];
+    const pick = await vscode.window.showInformationMessage(taskMessage(result), ...buttons);
+    if (pick === 'Show Diff') {
+      await this.showDiff();
+    } else if (pick === 'Undo') {
+      await this.undo();
+    } else if (pick === 'Task Log') {
+      this.tasks.show(true);
+    }
+  }
+
+  async chat(): Promise<void> {
+    const message = await vscode.window.showInputBox({ prompt: 'Fettle: what should change?', placeHolder: 'e.g. make the tests pass' });
+    if (!message) {
+      return;
+    }
+    const editor = vscode.window.activeTextEditor;
+    const range = editor ? toRange(editor.selection) : undefined;
+    await this.runTask('Fettle: working', 'fettle.chat', chatArguments(message, editor?.document.uri.toString(), range));
+  }
+
+  async fixFile(): Promise<void> {
+    const uri = vscode.window.activeTextEditor?.document.uri.toString();
+    await this.runTask('Fettle: fixing diagnostics', 'fettle.fixDiagnostics', fixArguments(uri));
+  }
+
+  async undo(): Promise<void> {
+    const result = await this.execute<{ restored?: string[]; skipped?: { uri: string; reason: string }[] }>(
+      'Fettle: undoing the last task',
+      'fettle.undo',
+      taskArguments(this.lastTask?.taskId),
+    );
+    if (result) {
+      const skipped = result.skipped?.length ? `; ${result.skipped.length} skipped (see the message)` : '';
+      void vscode.window.showInformationMessage(`Fettle: restored ${result.restored?.length ?? 0} file(s)${skipped}`);
+    }
+  }
+
+  async cancel(): Promise<void> {
+    await this.client?.sendRequest(ExecuteCommandRequest.type, { command: 'fettle.cancel', arguments: taskArguments(undefined) });
+  }
+
+  async showStats(): Promise<void> {
+    if (!this.client?.isRunning()) {
+      return;
+    }
+    const stats = await this.client.sendRequest('fettle/stats', {});
+    this.output.appendLine(`fettle/stats: ${JSON.stringify(stats, null, 2)}`);
+    this.output.show(true);
+  }
+
+  async showDiff(): Promise<void> {
+    const task = this.lastTask;
+    if (!task?.diff) {
+      void vscode.window.showInformationMessage('Fettle: no task with changes yet.');
+      return;
+    }
+    const files = parseUnifiedDiff(task.diff);
+    const file = files.length === 1 ? files[0] : await pickFile(files);
+    if (!file) {
+      return;
+    }
+    const root = vscode.workspace.workspaceFolders?.[0]?.uri;
+    if (!root) {
+      return;
+    }
+    const after = vscode.Uri.joinPath(root, file.path);
+    try {
+      const now = (await vscode.workspace.openTextDocument(after)).getText().replace(/\r\n/g, '\n');
+      const before = vscode.Uri.from({ scheme: BEFORE_SCHEME, path: after.path, query: task.taskId });
+      this.before.set(before.toString(), reverseApply(now, file));
+      this.beforeChanged.fire(before);
+      await vscode.commands.executeCommand('vscode.diff', before, after, `${file.path} (Fettle task ${task.taskId})`);
+    } catch (error) {
+      void vscode.window.showWarningMessage(`Fettle: cannot show the diff: ${errorMessage(error)}`);
+    }
+  }
+}
+
+interface TaskEvent {
+  taskId: string;
+  kind: string;
+  text: string;
+}
+
+async function pickFile<T extends { path: string }>(files: T[]): Promise<T | undefined> {
+  const pick = await vscode.window.showQuickPick(files.map((f) => ({ label: f.path, file: f })));
+  return pick?.file;
+}
+
+function instructionOf(args: unknown[] | undefined): string | undefined {
+  const first = args?.[0] as { instruction?: unknown } | undefined;
+  return typeof first?.instruction === 'string' ? first.instruction : undefined;
+}
+
+function toRange(selection: vscode.Selection): Range {
+  return {
+    start: { line: selection.start.line, character: selection.start.character },
+    end: { line: selection.end.line, character: selection.end.character },
+  };
+}
+
+function isCancelled(error: unknown): boolean {
+  return (error as { code?: number })?.code === -32800;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+let fettle: Fettle | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel('Fettle', { log: true });
+  const tasks = vscode.window.createOutputChannel('Fettle Tasks');
+  context.subscriptions.push(output, tasks);
+  const properties = (context.extension.packageJSON as PackageJson).contributes.configuration.properties;
+  const keys = Object.keys(properties).map((key) => key.replace(/^fettle\./, ''));
+  const instance = new Fettle(context, output, tasks, keys);
+  fettle = instance;
+  const commands: [string, () => unknown][] = [
+    ['fettle.vscode.rewriteSelection', () => instance.rewriteSelection()],
+    ['fettle.vscode.fixFile', () => instance.fixFile()],
+    ['fettle.vscode.chat', () => instance.chat()],
+    ['fettle.vscode.undo', () => instance.undo()],
+    ['fettle.vscode.cancel', () => instance.cancel()],
+    ['fettle.vscode.showStats', () => instance.showStats()],
+    ['fettle.vscode.showDiff', () => instance.showDiff()],
+    ['fettle.vscode.showTaskLog', () => tasks.show(true)],
+    ['fettle.vscode.showLog', () => output.show(true)],
+    ['fettle.vscode.restart', () => instance.restart()],
+    ['fettle.vscode.toggleGhostText', () => instance.toggleGhostText()],
+  ];
+  for (const [id, run] of commands) {
+    context.subscriptions.push(vscode.commands.registerCommand(id, run));
+  }
+  context.subscriptions.push(vscode.workspace.onDidChangeConfiguration((e) => instance.onConfigurationChanged(e)));
+  await instance.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await fettle?.stop();
+  fettle = undefined;
+}
+
+interface PackageJson {
+  contributes: { configuration: { properties: Record<string, unknown> } };
+}
