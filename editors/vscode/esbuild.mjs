@@ -20,7 +20,15 @@ if (tests) {
   const entryPoints = readdirSync('test')
     .filter((f) => f.endsWith('.test.ts'))
     .map((f) => `test/${f}`);
-  await esbuild.build({ ...common, entryPoints, outdir: 'out/test', sourcemap: 'inline' });
+  // `vscode` is the recording stand-in (test/vscode-mock.cjs).
+  await esbuild.build({
+    ...common,
+    external: [],
+    alias: { vscode: './test/vscode-mock.cjs' },
+    entryPoints,
+    outdir: 'out/test',
+    sourcemap: 'inline',
+  });
 } else {
   await esbuild.build({
     ...common,

@@ -40,8 +40,18 @@ export const LANGUAGES = [
 
 const BEFORE_SCHEME = 'fettle-before';
 
-class Fettle {
-  client: LanguageClient | undefined;
+/** The part of `LanguageClient` the extension uses (a fake in the unit tests). */
+export type Client = Pick<
+  LanguageClient,
+  'start' | 'stop' | 'state' | 'isRunning' | 'sendRequest' | 'sendNotification' | 'onNotification' | 'onProgress' | 'onDidChangeState'
+>;
+
+export type ClientFactory = (server: ServerOptions, options: LanguageClientOptions) => Client;
+
+const realClient: ClientFactory = (server, options) => new LanguageClient('fettle', 'Fettle', server, options);
+
+export class Fettle {
+  client: Client | undefined;
   private readonly status: vscode.StatusBarItem;
   private stats: Stats | undefined;
   private working = 0;
@@ -56,6 +66,7 @@ class Fettle {
     private readonly output: vscode.LogOutputChannel,
     private readonly tasks: vscode.OutputChannel,
     private readonly keys: string[],
+    private readonly createClient: ClientFactory = realClient,
   ) {
     this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
     this.status.command = 'fettle.vscode.toggleGhostText';
@@ -120,7 +131,7 @@ class Fettle {
         },
       },
     };
-    this.client = new LanguageClient('fettle', 'Fettle', serverOptions, clientOptions);
+    this.client = this.createClient(serverOptions, clientOptions);
     this.client.onDidChangeState((event) => {
       if (event.newState === State.Running) {
         this.refreshStats();
@@ -130,6 +141,7 @@ class Fettle {
     await this.client.start();
     this.client.onNotification('fettle/taskEvent', (event: TaskEvent) => this.logEvent(event));
     this.poll = setInterval(() => this.refreshStats(), 5000);
+    this.poll.unref?.(); // never what keeps a process alive
     this.render();
   }
 
@@ -140,7 +152,7 @@ class Fettle {
     }
     const client = this.client;
     this.client = undefined;
-    if (client && client.state !== State.Stopped) {
+    if (client?.isRunning()) {
       await client.stop();
     }
   }
