@@ -11,6 +11,9 @@ const vscode = require('vscode') as {
   settings: Record<string, unknown>;
   editorState: { activeTextEditor: unknown };
   statusBar: { text: string; tooltip: string; command: string; visible: boolean };
+  files: Record<string, string>;
+  workspace: { workspaceFolders: unknown };
+  Uri: { file(path: string): unknown };
 };
 import { Fettle, type Client } from '../src/extension';
 
@@ -160,4 +163,29 @@ test('the status bar shows the model and toggles ghost text in user settings', a
   await fettle.toggleGhostText();
   assert.deepEqual(vscode.calls.find((c) => c.api === 'configuration.update')?.args, ['completion.enabled', false, 1]);
   await fettle.stop();
+});
+
+test('Show Diff opens VS Code\'s diff editor: the file before the task against the file now', async () => {
+  const sent: Sent[] = [];
+  const diff = 'diff --git a/shop.py b/shop.py\n--- a/shop.py\n+++ b/shop.py\n@@ -1,2 +1,2 @@\n def total(items):\n-    return 0\n+    return sum(items)\n';
+  const fettle = await started(
+    { 'fettle.chat': () => ({ taskId: 't3', status: 'success', summary: 'Summed.', changedFiles: ['file:///ws/shop.py'], diff }) },
+    sent,
+  );
+  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file('/ws') }];
+  vscode.files['/ws/shop.py'] = 'def total(items):\n    return sum(items)\n';
+  vscode.answers.inputBox.push('sum them');
+  vscode.answers.message.push('Show Diff');
+  await fettle.chat();
+  const shown = vscode.calls.find((c) => c.api === 'executeCommand' && c.args[0] === 'vscode.diff');
+  assert.ok(shown, JSON.stringify(vscode.calls.map((c) => c.api)));
+  const [, before, after, title] = shown.args as [string, { toString(): string }, { toString(): string }, string];
+  assert.equal(after.toString(), 'file:///ws/shop.py');
+  assert.equal(title, 'shop.py (Fettle task t3)');
+  // What the diff editor's left side reads, from the content provider.
+  const provider = vscode.calls.find((c) => c.api === 'registerTextDocumentContentProvider')?.args[1] as {
+    provideTextDocumentContent(uri: unknown): string;
+  };
+  assert.equal(provider.provideTextDocumentContent(before), 'def total(items):\n    return 0\n');
+  vscode.workspace.workspaceFolders = undefined;
 });

@@ -79,7 +79,19 @@ const window = {
   },
 };
 
+const files = {};
+
+const Uri = {
+  joinPath: (base, ...parts) => Uri.file([base.path, ...parts].join('/')),
+  file: (path) => ({ scheme: 'file', path, toString: () => `file://${path}` }),
+  from: ({ scheme, path, query }) => ({ scheme, path, query, toString: () => `${scheme}:${path}?${query}` }),
+};
+
 const workspace = {
+  async openTextDocument(uri) {
+    calls.push({ api: 'openTextDocument', args: [uri.toString()] });
+    return { getText: () => files[uri.path] };
+  },
   getConfiguration: () => ({
     get: (key) => settings[key],
     inspect: (key) => (key in settings ? { globalValue: settings[key] } : undefined),
@@ -101,7 +113,7 @@ const commands = {
 };
 
 const known = {
-  calls, answers, settings, editorState, statusBar,
+  calls, answers, settings, editorState, statusBar, files, Uri,
   EventEmitter,
   StatusBarAlignment: { Left: 1, Right: 2 },
   ProgressLocation: { SourceControl: 1, Window: 10, Notification: 15 },
