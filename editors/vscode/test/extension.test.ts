@@ -189,3 +189,17 @@ test('Show Diff opens VS Code\'s diff editor: the file before the task against t
   assert.equal(provider.provideTextDocumentContent(before), 'def total(items):\n    return 0\n');
   vscode.workspace.workspaceFolders = undefined;
 });
+
+test('a settings change is sent to the running server; Restart stops and starts it again', async () => {
+  const sent: Sent[] = [];
+  const fettle = await started({}, sent);
+  vscode.settings['completion.model'] = 'coder';
+  fettle.onConfigurationChanged({ affectsConfiguration: (section: string) => section === 'fettle' } as never);
+  const change = sent.find((s) => s.method === 'workspace/didChangeConfiguration');
+  assert.deepEqual(change?.params, { settings: { fettle: { completion: { model: 'coder' } } } });
+  const starts = () => sent.filter((s) => s.method === '(start)').length;
+  assert.equal(starts(), 1);
+  await fettle.restart();
+  assert.equal(starts(), 2);
+  await fettle.stop();
+});

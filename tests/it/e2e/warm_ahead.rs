@@ -22,24 +22,34 @@ fn complete(lsp: &mut Lsp, uri: &str, line: u32, character: u32) {
     .unwrap();
 }
 
+/// A 52-line Python function: hundreds of tokens before its last lines.
+fn weigh_py() -> String {
+    let body: String = (0..50)
+        .map(|i| format!("    total_{i} = values[{i}] * {i} + offset\n"))
+        .collect();
+    format!("def weigh(values, offset):\n{body}    return total_0\n")
+}
+
+/// The embedded model with a generous latency target: the warm-up then
+/// takes the whole window even on a slow, busy machine (what is asserted
+/// is the reuse), and warm-ups soon after a pause.
+fn options(model: &std::path::Path) -> Value {
+    json!({
+        "models": { "local": { "provider": "local", "path": model, "context_tokens": 4096 } },
+        "completion": { "multiline": "never", "latency_target_ms": 2000, "warm_after_ms": 50 },
+    })
+}
+
 #[test]
 fn a_cursor_report_warms_the_prompt_for_the_next_completion_there() {
     let Some(model) = crate::local_model::model_path() else {
         return;
     };
-    let body: String = (0..50)
-        .map(|i| format!("    total_{i} = values[{i}] * {i} + offset\n"))
-        .collect();
-    let text = format!("def weigh(values, offset):\n{body}    return total_0\n");
+    let text = weigh_py();
     let ws = Workspace::new(&[("weigh.py", text.as_str())]);
     let uri = ws.uri("weigh.py");
     let mut lsp = Lsp::spawn();
-    // A generous latency target: the warm-up then takes the whole window
-    // even on a slow, busy machine, and what is asserted is the reuse.
-    let options = json!({
-        "models": { "local": { "provider": "local", "path": model, "context_tokens": 4096 } },
-        "completion": { "multiline": "never", "latency_target_ms": 2000, "warm_after_ms": 50 },
-    });
+    let options = options(&model);
     lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
     lsp.open(&uri, "python", &text);
     // A report for a document that is not open is ignored.
@@ -107,16 +117,9 @@ fn neovim_cursor_reports_warm_the_embedded_model() {
     let Some(model) = crate::local_model::model_path() else {
         return;
     };
-    let body: String = (0..50)
-        .map(|i| format!("    total_{i} = values[{i}] * {i} + offset\n"))
-        .collect();
-    let text = format!("def weigh(values, offset):\n{body}    return total_0\n");
+    let text = weigh_py();
     let ws = Workspace::new(&[("weigh.py", text.as_str())]);
-    let init = json!({
-        "models": { "local": { "provider": "local", "path": model, "context_tokens": 4096 } },
-        "completion": { "multiline": "never", "latency_target_ms": 2000, "warm_after_ms": 50 },
-    })
-    .to_string();
+    let init = options(&model).to_string();
     let Some((value, _log)) = super::neovim::run_plugin_fixture(
         "warm_up.lua",
         &ws,

@@ -50,11 +50,8 @@ function M.attach(bufnr)
     group = group,
     buffer = bufnr,
     callback = function(ev)
-      if ev.event == 'LspDetach' then
-        local client = vim.lsp.get_client_by_id(ev.data.client_id)
-        if not client or client.name ~= 'fettle' then
-          return
-        end
+      if require('fettle.ghost').other_client_detached(ev) then
+        return
       end
       local timer = timers[bufnr]
       if timer then

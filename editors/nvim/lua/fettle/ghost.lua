@@ -468,6 +468,15 @@ function M.toggle(on)
   return on
 end
 
+--- Whether autocmd event `ev` is another client's LspDetach (not Fettle's).
+function M.other_client_detached(ev)
+  if ev.event ~= 'LspDetach' then
+    return false
+  end
+  local client = vim.lsp.get_client_by_id(ev.data.client_id)
+  return not client or client.name ~= 'fettle'
+end
+
 --- Starts ghost text in `bufnr` (on LspAttach of the Fettle client).
 function M.attach(bufnr)
   local group = api.nvim_create_augroup(('fettle.ghost.%d'):format(bufnr), { clear = true })
@@ -505,11 +514,8 @@ function M.attach(bufnr)
     group = group,
     buffer = bufnr,
     callback = function(ev)
-      if ev.event == 'LspDetach' then
-        local client = vim.lsp.get_client_by_id(ev.data.client_id)
-        if not client or client.name ~= 'fettle' then
-          return
-        end
+      if M.other_client_detached(ev) then
+        return
       end
       M.dismiss(bufnr)
       pcall(api.nvim_del_augroup_by_id, group)
