@@ -191,6 +191,14 @@ impl Models {
     }
 
     /// [`Models::get`] for long background work: see [`Model::new_background`].
+    /// Gives up model `name`'s warm-ups, if it has any (see
+    /// [`Provider::cancel_warm`]). Borrows: it runs on every keystroke.
+    pub fn cancel_warm(&self, name: &str) {
+        if let Some(Ok(model)) = self.models.get(name) {
+            model.cancel_warm();
+        }
+    }
+
     pub fn get_background(&self, name: &str) -> Result<Model, ModelError> {
         let model = self.get(name)?;
         if model.config.provider == ProviderKind::Local {

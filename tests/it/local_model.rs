@@ -125,19 +125,11 @@ async fn typing_reuses_the_kv_cache_and_an_edit_drops_only_what_diverged() {
 async fn going_back_to_a_file_reuses_its_cached_prompt() {
     let Some(path) = model_path() else { return };
     let model = local(&path, 4093);
-    let file = |name: &str, n: usize| {
-        let body: String = (0..n)
-            .map(|i| format!("    {name}_{i} = {name}_{i} + values[{i}] * {i}\n"))
-            .collect();
-        let mut req = fim(&format!("def {name}(values):\n{body}    return "), "\n", 2);
-        req.path = Some(format!("{name}.py"));
-        req
-    };
-    collect(&model, file("alpha", 30)).await.unwrap();
+    collect(&model, python_file("alpha", 30)).await.unwrap();
     let alpha = model.local_stats().unwrap();
     assert!(alpha.prompt_tokens > 300, "{alpha:?}");
-    collect(&model, file("beta", 30)).await.unwrap();
-    collect(&model, file("gamma", 30)).await.unwrap();
+    collect(&model, python_file("beta", 30)).await.unwrap();
+    collect(&model, python_file("gamma", 30)).await.unwrap();
     let chat = ChatRequest {
         messages: vec![Message::user("Say OK.")],
         tools: Vec::new(),
@@ -149,7 +141,7 @@ async fn going_back_to_a_file_reuses_its_cached_prompt() {
     let mut stream = model.chat(chat);
     while stream.next().await.is_some() {}
     // Back in alpha, three characters typed: nearly all of it is cached.
-    let mut back = file("alpha", 30);
+    let mut back = python_file("alpha", 30);
     back.prefix.push_str("val");
     collect(&model, back).await.unwrap();
     let again = model.local_stats().unwrap();

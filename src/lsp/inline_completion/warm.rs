@@ -68,9 +68,7 @@ pub fn schedule(state: &Arc<State>, uri: Url, cursor: usize) {
 /// for [`schedule_if_quiet`] once the request is answered.
 pub fn active(state: &Arc<State>) -> u64 {
     // A warm-up running now stops at its next chunk.
-    if let Ok(model) = state.models().get(&state.config().completion.model) {
-        model.cancel_warm();
-    }
+    state.models().cancel_warm(&state.config().completion.model);
     if let Some(earlier) = state.warm.pending.lock().take() {
         earlier.abort();
     }

@@ -9,7 +9,7 @@
 //! instead of the whole prompt.
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -133,7 +133,7 @@ struct Shared {
     model: OnceLock<Arc<LlamaModel>>,
     last: Mutex<Option<RequestStats>>,
     /// Jobs stopped because their receiver was dropped.
-    cancelled: std::sync::atomic::AtomicU64,
+    cancelled: AtomicU64,
     /// Token counts of short texts (see [`Engine::count_tokens`]).
     counts: Mutex<std::collections::HashMap<Box<str>, usize>>,
     /// Real (not warm-up) jobs submitted and not yet taken by the thread:
@@ -144,7 +144,7 @@ struct Shared {
     /// Prompt tokens evaluated by warm-ups.
     warmed: AtomicU64,
     /// Set while the thread runs a job (see [`quiesce`]).
-    busy: std::sync::atomic::AtomicBool,
+    busy: AtomicBool,
 }
 
 impl Shared {

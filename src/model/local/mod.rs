@@ -58,16 +58,8 @@ impl LocalProvider {
         })
     }
 
-    /// Starts the prompt `prompt` builds and returns its output channel.
-    fn run(
-        &self,
-        prompt: PromptFn,
-        options: &GenOptions,
-        slot: Option<String>,
-    ) -> mpsc::UnboundedReceiver<Result<Output, ModelError>> {
-        self.submit(prompt, options, slot, None)
-    }
-
+    /// Starts the prompt `prompt` builds and returns its output channel;
+    /// `warm`: a warm-up's generation (no answer is read).
     fn submit(
         &self,
         prompt: PromptFn,
@@ -128,7 +120,7 @@ impl Provider for LocalProvider {
     fn fim(&self, req: FimRequest) -> TextStream {
         let options = req.options.clone();
         let (prompt, slot) = self.fim_job(req);
-        let rx = self.run(prompt, &options, slot);
+        let rx = self.submit(prompt, &options, slot, None);
         Box::pin(tokio_stream_of(rx).filter_map(|item| async move {
             match item {
                 Ok(Output::Text(t)) => Some(Ok(t)),
@@ -143,13 +135,14 @@ impl Provider for LocalProvider {
         let text = chatml(&req.messages, tools_section);
         let mut stop = vec!["<|im_end|>".to_string(), "<|im_start|>".to_string()];
         stop.extend(req.options.stop.iter().cloned());
-        let rx = self.run(
+        let rx = self.submit(
             Box::new(move |_| Prompt {
                 text,
                 stop,
                 body: None,
             }),
             &req.options,
+            None,
             None,
         );
         let mut parser = ToolCallParser::new(&self.name);
@@ -199,7 +192,8 @@ impl Provider for LocalProvider {
     /// the request that follows finds it all cached, so it gets that much
     /// more context within the target. Not the whole prompt: only a prefix
     /// of the cache is reused, so a warm-up the user interrupts half-way is
-    /// wasted, and pauses are short (4 × 0.4 s ≈ 400 tokens here).
+    /// wasted, and pauses are short (4 × 0.4 s: ~180–230 tokens here,
+    /// measured).
     fn warm(&self, mut req: FimRequest) {
         if !self.engine.is_loaded() {
             // Loading the weights is the first real request's business:
@@ -302,7 +296,7 @@ fn tokio_stream_of<T: Send + 'static>(
 /// beside any other busy process (a build, a second Fettle) the spinning
 /// threads take the cores from the ones they wait for, and generation
 /// slows by 4–5× (two servers completing at once on two cores: 55–68 s
-/// against 13–15 s with sleeping threads; see docs/performance.md). A
+/// against 12.5–15 s with sleeping threads; see docs/performance.md). A
 /// user's own `OMP_WAIT_POLICY` is kept. Call first thing in `main`, while
 /// the process has one thread (the environment is not thread-safe).
 pub fn idle_threads_sleep() {
