@@ -56,9 +56,10 @@ pub struct Gated {
     pub reason: &'static str,
 }
 
-/// The gated keys. Not gated, on purpose: `agent.test_command` (the
-/// workspace already decides what its tests run: `pytest` runs its
-/// `conftest.py`), budgets and timeouts (they bound time and tokens, they
+/// The gated keys. Not gated, on purpose: `agent.test_command` and
+/// `check.commands` (the workspace already decides what its tests and
+/// checkers run: `pytest` runs its `conftest.py`, `cargo check` its
+/// `build.rs`; both run in the sandbox), budgets and timeouts (they bound time and tokens, they
 /// open nothing), which model a feature uses (`agent.model`; a keyed
 /// model's endpoint is gated), `models.*.path` (a local weights file),
 /// `models.*.model`.
@@ -142,6 +143,12 @@ pub const GATED: &[Gated] = &[
         rule: Rule::Tighten(confirm_no_looser),
         reason: "applies rewrites without showing them first (a workspace may only choose \
                  \"ask\")",
+    },
+    Gated {
+        key: "check.on_save",
+        rule: Rule::Tighten(is_false),
+        reason: "runs the project's checker (and so its build scripts and linter plugins) each \
+                 time you save, without being asked (a workspace may only set false)",
     },
     Gated {
         key: "agent.protected_paths",

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+mod check;
 mod files;
 mod gate;
 mod render;
@@ -17,10 +18,11 @@ mod text;
 pub mod trust;
 mod validate;
 
+pub use check::CHECK_LANGUAGES;
 pub use files::{parse_toml, read_toml_file, user_config_path, workspace_config_path};
 pub use gate::{IgnoredKey, Rule, UntrustedFile, GATED};
 pub use schema::{
-    expand_home, AgentConfig, CodeActionsMode, CommandPolicy, CompletionConfig, Config,
+    expand_home, AgentConfig, CheckConfig, CheckFormat, CodeActionsMode, CommandPolicy, CompletionConfig, Config,
     ConfirmMode, DiagnosticsConfig, EditAction, EditConfig, FimTemplate, IndexConfig, LogConfig,
     ModelConfig, Multiline, Provider, SandboxMode, UnsavedBuffers, BUILTIN_MODEL,
     DEFAULT_LOCAL_MODEL_PATH,

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::check::CheckConfig;
+
 /// Name of the model that always exists and that features use by default.
 pub const BUILTIN_MODEL: &str = "local";
 /// Where the built-in `local` model's weights are looked for.
@@ -26,6 +28,7 @@ pub struct Config {
     pub completion: CompletionConfig,
     pub edit: EditConfig,
     pub agent: AgentConfig,
+    pub check: CheckConfig,
 }
 
 impl Default for Config {
@@ -40,6 +43,7 @@ impl Default for Config {
             completion: CompletionConfig::default(),
             edit: EditConfig::default(),
             agent: AgentConfig::default(),
+            check: CheckConfig::default(),
         }
     }
 }
@@ -587,5 +591,22 @@ keyword_enum!(
     ConfirmMode, "confirm mode", default = Never, {
         Never => "never",
         Ask => "ask",
+    }
+);
+
+keyword_enum!(
+    /// The output format of a checker command: `auto` (from the command),
+    /// a tool's own (`rustc` JSON, `ruff` JSON, `pyflakes`, `py_compile`,
+    /// `tsc`, `node`, `go`) or the generic `file:line:col: severity: message`.
+    CheckFormat, "checker output format", default = Auto, {
+        Auto => "auto",
+        Rustc => "rustc",
+        Ruff => "ruff",
+        Pyflakes => "pyflakes",
+        PyCompile => "py_compile",
+        Tsc => "tsc",
+        Node => "node",
+        Go => "go",
+        Gcc => "gcc",
     }
 );

@@ -105,8 +105,30 @@ pub(crate) fn validate(config: &Config, is_default: &dyn Fn(&[Seg]) -> bool) -> 
     f.positive(&["agent", "timeout_s"], agent.timeout_s);
     f.positive(&["agent", "test_timeout_s"], agent.test_timeout_s);
     f.positive(&["agent", "command_timeout_s"], agent.command_timeout_s);
+    f.positive(&["check", "timeout_s"], config.check.timeout_s);
+    check_languages(&mut f, "commands", config.check.commands.keys());
+    check_languages(&mut f, "formats", config.check.formats.keys());
     check_log_level(&mut f, &config.log.level);
     f
+}
+
+/// `[check.commands]` and `[check.formats]` are keyed by language.
+fn check_languages<'a>(f: &mut Findings, table: &str, keys: impl Iterator<Item = &'a String>) {
+    use super::check::CHECK_LANGUAGES;
+    for key in keys {
+        if !CHECK_LANGUAGES.contains(&key.as_str()) {
+            let hint = did_you_mean(key, CHECK_LANGUAGES.iter().copied())
+                .map(|m| format!("; did you mean \"{m}\"?"))
+                .unwrap_or_default();
+            f.error(
+                &["check", table, key],
+                format!(
+                    "unknown language {key:?}; expected one of {}{hint}",
+                    CHECK_LANGUAGES.join(", ")
+                ),
+            );
+        }
+    }
 }
 
 fn check_model(f: &mut Findings, name: &str, m: &ModelConfig, is_default: &dyn Fn(&[Seg]) -> bool) {
