@@ -8,15 +8,17 @@ use std::path::PathBuf;
 
 use super::checkpoint::CheckpointStore;
 use super::verify::detect_test_command;
-use super::TaskSpec;
-use crate::config::AgentConfig;
+use super::{CheckGoal, TaskSpec};
+use crate::config::Config;
 
 /// What the caller asked for beyond the configuration (`fettle fix --test`,
-/// `--max-iterations`).
+/// `--max-iterations`, `--check`).
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
     pub test_command: Option<String>,
     pub max_iterations: Option<u32>,
+    /// What the checkers must report (default: no new errors).
+    pub check_goal: Option<CheckGoal>,
 }
 
 /// Things worth telling the user while the task is set up, in the order
@@ -29,6 +31,11 @@ pub enum Notice {
     NoTestCommand,
     /// The sandbox falls back to something weaker (once per process).
     Sandbox(String),
+    /// The checkers that will verify the work: `rust: cargo check …`.
+    Checkers(Vec<String>),
+    /// A language of the project has no checker installed (once per
+    /// process and language).
+    CheckerMissing(String),
 }
 
 /// A task ready for `run_task`.
@@ -44,10 +51,11 @@ pub fn prepare(
     id: String,
     goal: String,
     root: PathBuf,
-    config: &AgentConfig,
+    full: &Config,
     overrides: &Overrides,
     notice: &mut dyn FnMut(Notice),
 ) -> Result<Prepared, String> {
+    let config = &full.agent;
     let mut spec = TaskSpec::from_config(id, goal, root.clone(), config);
     if let Some(n) = overrides.max_iterations {
         spec.budget.max_iterations = n;
@@ -73,6 +81,35 @@ pub fn prepare(
             }
         },
     };
+    spec.check_goal = overrides.check_goal.clone().unwrap_or_default();
+    spec.check_timeout = std::time::Duration::from_secs(full.check.timeout_s);
+    if full.check.enabled || spec.check_goal != CheckGoal::NoNewErrors {
+        let hint: Vec<PathBuf> = match &spec.check_goal {
+            CheckGoal::CleanFile(path) => vec![path.clone()],
+            _ => Vec::new(),
+        };
+        let detected = super::checkers::detect(&root, &full.check, &hint, None);
+        for missing in &detected.missing {
+            if missing.first_report() {
+                notice(Notice::CheckerMissing(missing.message()));
+            }
+        }
+        if !detected.checkers.is_empty() {
+            notice(Notice::Checkers(
+                detected
+                    .checkers
+                    .iter()
+                    .map(|c| format!("{}: `{}`", c.language, c.command))
+                    .collect(),
+            ));
+        }
+        spec.checkers = detected.checkers;
+    }
+    if spec.checkers.is_empty() {
+        // Nothing to measure errors with: the goal falls back to syntax and
+        // tests (`fettle fix --check` refuses to start instead).
+        spec.check_goal = CheckGoal::NoNewErrors;
+    }
     let sandbox = super::sandbox::from_config(config, &root, spec.test_command.as_deref())?;
     if let Some(text) = sandbox.notice {
         notice(Notice::Sandbox(text));

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::config::{AgentConfig, CommandPolicy, UnsavedBuffers};
 
+
 /// The goal used when the user names none.
 pub const DEFAULT_GOAL: &str = "make the tests pass";
 
@@ -38,6 +39,28 @@ pub struct TaskSpec {
     /// A file to write is open in the editor with unsaved changes: ask,
     /// save them first, or leave the file alone (`agent.unsaved_buffers`).
     pub unsaved_buffers: UnsavedBuffers,
+    /// The project's checkers (`[check]`, detected or configured); empty:
+    /// none, or `check.enabled = false`.
+    pub checkers: Vec<crate::agent::checkers::Checker>,
+    /// Limit for one checker run (`check.timeout_s`).
+    pub check_timeout: Duration,
+    /// What the checkers must report for the task to succeed.
+    pub check_goal: CheckGoal,
+}
+
+/// What the checkers must report for a task to succeed (besides passing
+/// tests and no syntax errors).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CheckGoal {
+    /// No more errors than before the task: errors it did not cause are
+    /// not its job, but it may not add any.
+    #[default]
+    NoNewErrors,
+    /// No errors at all (`fettle fix --check`).
+    Clean,
+    /// No errors in this file, and none new elsewhere
+    /// (`fettle.fixDiagnostics` on a file).
+    CleanFile(PathBuf),
 }
 
 impl TaskSpec {
@@ -67,6 +90,9 @@ impl TaskSpec {
             },
             sandbox: None,
             unsaved_buffers: config.unsaved_buffers,
+            checkers: Vec::new(),
+            check_timeout: Duration::from_secs(300),
+            check_goal: CheckGoal::NoNewErrors,
         }
     }
 
@@ -74,6 +100,12 @@ impl TaskSpec {
     /// at the start mean there is nothing to do).
     pub fn goal_is_tests(&self) -> bool {
         self.goal.trim().eq_ignore_ascii_case(DEFAULT_GOAL)
+    }
+
+    /// True when passing verification at the start means there is nothing
+    /// to do: the goal is the tests, or the checkers' errors.
+    pub fn nothing_to_do_when_passing(&self) -> bool {
+        self.goal_is_tests() || self.check_goal != CheckGoal::NoNewErrors
     }
 }
 

@@ -14,7 +14,12 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::host::{BufferEdit, Host};
 use crate::agent::prepare::{prepare, Notice, Overrides, Prepared};
 use crate::agent::undo::{self, UndoError};
-use crate::agent::{run_task, EventKind, TaskEnv, TaskEvent, TaskStatus, DEFAULT_GOAL};
+use crate::agent::{
+    run_task, CheckGoal, EventKind, TaskEnv, TaskEvent, TaskStatus, DEFAULT_GOAL,
+};
+
+/// The goal of `fettle fix --check`.
+const CHECK_GOAL: &str = "Make the project's checkers report no errors (and keep the tests passing). Call `diagnostics` to see them.";
 use crate::config::ConfigLayers;
 use crate::index::{IndexProgress, IndexSettings, WorkspaceIndex};
 use crate::model::{shorten_for_display, Models};
@@ -27,6 +32,10 @@ pub struct FixArgs {
     /// The command that verifies the work (default: `agent.test_command`, else detected).
     #[arg(long = "test", value_name = "CMD")]
     test: Option<String>,
+    /// Succeed only when the project's checkers (compiler, type checker,
+    /// linter; see `fettle check`) report no errors, and the tests pass.
+    #[arg(long)]
+    check: bool,
     /// Most edit–test rounds (default: `agent.max_iterations`).
     #[arg(long, value_name = "N")]
     max_iterations: Option<u32>,
@@ -90,17 +99,24 @@ pub fn run(args: FixArgs) -> i32 {
             return 2;
         }
     };
-    let goal = args.goal.clone().unwrap_or_else(|| DEFAULT_GOAL.to_owned());
+    let goal = args.goal.clone().unwrap_or_else(|| {
+        if args.check {
+            CHECK_GOAL.to_owned()
+        } else {
+            DEFAULT_GOAL.to_owned()
+        }
+    });
     let id = format!("fix-{}-{}", std::process::id(), now_ms());
     let overrides = Overrides {
         test_command: args.test.clone(),
         max_iterations: args.max_iterations,
+        check_goal: args.check.then_some(CheckGoal::Clean),
     };
     let prepared = prepare(
         id,
         goal,
         root.clone(),
-        &config.agent,
+        &config,
         &overrides,
         &mut |notice| match notice {
             Notice::TestCommandDetected { command, reason } => {
@@ -111,7 +127,8 @@ pub fn run(args: FixArgs) -> i32 {
                     "fettle: no test command found (give one with --test); verifying syntax only"
                 );
             }
-            Notice::Sandbox(text) => eprintln!("fettle: {text}"),
+            Notice::Sandbox(text) | Notice::CheckerMissing(text) => eprintln!("fettle: {text}"),
+            Notice::Checkers(list) => eprintln!("fettle: checking with {}", list.join("; ")),
         },
     );
     let Prepared { spec, store } = match prepared {
@@ -121,6 +138,13 @@ pub fn run(args: FixArgs) -> i32 {
             return 2;
         }
     };
+    if args.check && spec.checkers.is_empty() {
+        eprintln!(
+            "fettle: --check: no checker for {} (`fettle check` says why); install one or set check.commands.<language>",
+            root.display()
+        );
+        return 2;
+    }
     let index = WorkspaceIndex::new(IndexSettings::from_config(&config.index));
     if config.index.enabled {
         index.index_roots(

@@ -1,11 +1,12 @@
 //! The command line: `fettle [serve]`, `fettle doctor`, `fettle index`,
-//! `fettle fix`, `fettle trust`, `fettle model fetch`, `fettle mock-model`.
+//! `fettle check`, `fettle fix`, `fettle trust`, `fettle model fetch`, `fettle mock-model`.
 //! This is the one place allowed to print to stdout outside the protocol,
 //! and only for subcommands that do not serve LSP.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+mod check;
 mod doctor;
 mod fix;
 mod model;
@@ -44,6 +45,8 @@ enum Command {
         #[arg(long)]
         no_probe: bool,
     },
+    /// Run the project's checkers (compiler, type checker, linter) and print their diagnostics.
+    Check(check::CheckArgs),
     /// Repair the workspace headless: run the agent until the tests pass or the budget is spent.
     Fix(fix::FixArgs),
     /// Trust a workspace's fettle.toml: its keys that could send your API keys elsewhere or
@@ -114,6 +117,7 @@ pub fn main() -> i32 {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(),
         Command::Doctor { path, no_probe } => doctor::run(path, no_probe),
+        Command::Check(args) => check::run(args),
         Command::Fix(args) => fix::run(args),
         Command::Trust(args) => trust::run(args),
         Command::Model { command } => model::run(command),

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use detect::{detect, on_path, Checker, Detected, Missing};
+pub use detect::{detect, language_key, on_path, Checker, Detected, Missing};
 pub use parse::Unit;
 pub use run::{run_checkers, CheckReport, CheckRun, RunSettings};
 
@@ -87,4 +87,63 @@ pub fn parse_output(
     let parsed = parse::parse(format, output);
     let located = locate::locate(parsed.diagnostics, parse::unit(format), root, source);
     (located.diagnostics, parsed.general)
+}
+
+/// How checkers run outside an agent task (`fettle check`, on save): with
+/// the agent's limits, environment rules and sandbox, and `check.timeout_s`.
+pub struct Environment {
+    pub sandbox: crate::agent::sandbox::SandboxPolicy,
+    pub limits: crate::agent::exec::Limits,
+    pub allow_env: Vec<String>,
+    pub timeout: std::time::Duration,
+    /// The sandbox is weaker than asked (once per process).
+    pub notice: Option<String>,
+}
+
+impl Environment {
+    /// The error is the message to show: the sandbox asked for cannot be had.
+    pub fn from_config(config: &crate::config::Config, root: &std::path::Path) -> Result<Self, String> {
+        let sandbox = crate::agent::sandbox::from_config(&config.agent, root, None)?;
+        Ok(Self {
+            sandbox: sandbox.policy,
+            limits: crate::agent::exec::Limits {
+                memory_bytes: config.agent.memory_limit_mb.saturating_mul(1024 * 1024),
+                ..Default::default()
+            },
+            allow_env: config.agent.allow_env.clone(),
+            timeout: std::time::Duration::from_secs(config.check.timeout_s),
+            notice: sandbox.notice,
+        })
+    }
+
+    pub fn settings<'a>(&'a self, root: &'a std::path::Path) -> RunSettings<'a> {
+        RunSettings {
+            root,
+            timeout: self.timeout,
+            allow_env: &self.allow_env,
+            limits: self.limits,
+            sandbox: Some(&self.sandbox),
+        }
+    }
+}
+
+/// The project a file belongs to: the nearest folder above it with a
+/// project file (`Cargo.toml`, `go.mod`, `package.json`, `tsconfig.json`,
+/// `pyproject.toml`, `setup.py`, `.git`), else its own folder.
+pub fn project_root_of(file: &std::path::Path) -> PathBuf {
+    const MARKERS: &[&str] = &[
+        "Cargo.toml",
+        "go.mod",
+        "package.json",
+        "tsconfig.json",
+        "pyproject.toml",
+        "setup.py",
+        ".git",
+    ];
+    let start = file.parent().unwrap_or(file);
+    start
+        .ancestors()
+        .find(|dir| MARKERS.iter().any(|m| dir.join(m).exists()))
+        .unwrap_or(start)
+        .to_path_buf()
 }

@@ -30,13 +30,15 @@ fn label(d: &CheckDiagnostic) -> String {
 impl CheckReport {
     /// What the model reads: per checker a headline, then at most `max`
     /// diagnostics (errors first), grouped by file, each with its code
-    /// line; `only` keeps one file's. `read` gives a file's text.
+    /// line; `only` keeps one file's, `errors_only` the errors. `read`
+    /// gives a file's text.
     pub fn for_model(
         &self,
         root: &Path,
         only: Option<&Path>,
         max: usize,
-        read: &dyn Fn(&Path) -> Option<String>,
+        errors_only: bool,
+        read: &(dyn Fn(&Path) -> Option<String> + Sync),
     ) -> String {
         let mut out = String::new();
         for run in &self.runs {
@@ -62,6 +64,9 @@ impl CheckReport {
         let mut chosen: Vec<&CheckDiagnostic> = self
             .diagnostics()
             .filter(|d| only.is_none_or(|p| d.path == p))
+            .filter(|d| !errors_only || d.severity == Severity::Error)
+            // A file that holds secrets is never quoted to a model.
+            .filter(|d| !crate::agent::redact::is_secret_path(&d.path))
             .collect();
         chosen.sort_by_key(|d| (d.severity, d.path.clone(), d.span.start));
         let total = chosen.len();

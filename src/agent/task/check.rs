@@ -1,20 +1,30 @@
-//! Verification: the test command and syntax checks decide whether an
-//! attempt worked, and a score says whether it got better or worse.
+//! Verification: the test command, the project's checkers and syntax
+//! checks decide whether an attempt worked, and a score says whether it got
+//! better or worse.
 
 use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 
+use crate::agent::checkers::{self, CheckReport, Checker};
 use crate::agent::exec::{self, CommandOutcome, CommandSpec, Limits};
 use crate::agent::output;
+use crate::agent::CheckGoal;
 use crate::agent::verify::{parse_test_output, TestReport};
 use crate::syntax::{parse_str, syntax_errors, Language};
 
+/// Most checker diagnostics the model sees after an attempt.
+const MAX_CHECKER_LINES: usize = 30;
+
 /// Lower is better. Compared field by field: syntax errors first (code that
-/// does not parse is worse than code that fails a test), then whether the
-/// tests could run at all, then failing tests, then (reversed) passing ones.
+/// does not parse is worse than code that fails a test), then the
+/// checkers' errors (code that does not type-check is worse, even where no
+/// test covers it), then whether the tests could run at all, then failing
+/// tests, then (reversed) passing ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Score {
     pub syntax_errors: u32,
+    /// Errors the checkers reported (a failed checker run counts as one).
+    pub checker_errors: u32,
     /// The test command failed without reporting test results (build
     /// error, crash, timeout).
     pub broken: bool,
@@ -26,6 +36,7 @@ impl Score {
     pub fn cmp_quality(&self, other: &Score) -> Ordering {
         self.syntax_errors
             .cmp(&other.syntax_errors)
+            .then(self.checker_errors.cmp(&other.checker_errors))
             .then(self.broken.cmp(&other.broken))
             .then(self.failed.cmp(&other.failed))
             .then(other.passed.cmp(&self.passed))
@@ -35,6 +46,9 @@ impl Score {
         let mut parts = Vec::new();
         if self.syntax_errors > 0 {
             parts.push(format!("{} syntax error(s)", self.syntax_errors));
+        }
+        if self.checker_errors > 0 {
+            parts.push(format!("{} checker error(s)", self.checker_errors));
         }
         if self.broken {
             parts.push("the tests did not run to completion".to_owned());
@@ -52,6 +66,10 @@ pub struct Verification {
     pub report: Option<TestReport>,
     /// `path: line: message` for syntax errors in the checked files.
     pub syntax: Vec<String>,
+    /// What the checkers reported; `None` when there are none.
+    pub checks: Option<CheckReport>,
+    /// Their errors as the model reads them (grouped by file, with the code).
+    pub checks_for_model: String,
 }
 
 impl Verification {
@@ -66,6 +84,9 @@ impl Verification {
             for line in &self.syntax {
                 out.push_str(&format!("  {line}\n"));
             }
+        }
+        if self.score.checker_errors > 0 {
+            out.push_str(&self.checks_for_model);
         }
         if let (Some(cmd), Some(outcome)) = (test_command, &self.outcome) {
             out.push_str(&format!("`{cmd}`: {}\n", first_line(&outcome.describe())));
@@ -107,10 +128,60 @@ pub struct CheckSettings<'a> {
     pub allow_env: &'a [String],
     pub limits: Limits,
     pub sandbox: Option<&'a crate::agent::sandbox::SandboxPolicy>,
+    pub checkers: &'a [Checker],
+    pub check_timeout: std::time::Duration,
+    pub check_goal: &'a CheckGoal,
+    /// The checkers' errors before the task; `None` while measuring them.
+    pub baseline_checker_errors: Option<u32>,
 }
 
-/// Runs the test command (if any) and checks `files` for syntax errors.
-/// `read` gives a file's current text (the editor's buffer when open).
+impl CheckSettings<'_> {
+    fn checker_settings(&self) -> checkers::RunSettings<'_> {
+        checkers::RunSettings {
+            root: self.root,
+            timeout: self.check_timeout,
+            allow_env: self.allow_env,
+            limits: self.limits,
+            sandbox: self.sandbox,
+        }
+    }
+}
+
+/// Runs the checkers (per-file ones on `files`).
+pub async fn run_checks(
+    settings: &CheckSettings<'_>,
+    files: &[PathBuf],
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Option<CheckReport> {
+    if settings.checkers.is_empty() {
+        return None;
+    }
+    Some(
+        checkers::run_checkers(
+            settings.checkers,
+            Some(files),
+            &settings.checker_settings(),
+            cancel,
+        )
+        .await,
+    )
+}
+
+/// Whether the checkers' report meets the task's goal.
+fn checks_pass(settings: &CheckSettings<'_>, report: Option<&CheckReport>) -> bool {
+    let Some(report) = report else { return true };
+    let errors = report.errors() as u32;
+    let no_new = settings.baseline_checker_errors.is_none_or(|b| errors <= b);
+    match settings.check_goal {
+        CheckGoal::NoNewErrors => no_new,
+        CheckGoal::Clean => errors == 0,
+        CheckGoal::CleanFile(path) => no_new && report.errors_in(path) == 0,
+    }
+}
+
+/// Runs the checkers and the test command (if any) and checks `files` for
+/// syntax errors. `read` gives a file's current text (the editor's buffer
+/// when open).
 pub async fn verify(
     settings: &CheckSettings<'_>,
     files: &[PathBuf],
@@ -118,12 +189,18 @@ pub async fn verify(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> std::io::Result<Verification> {
     let syntax = syntax_problems(settings.root, files, read);
+    let checks = run_checks(settings, files, cancel).await;
+    let checks_for_model = checks.as_ref().map_or_else(String::new, |report| {
+        report.for_model(settings.root, None, MAX_CHECKER_LINES, true, read)
+    });
     let mut score = Score {
         syntax_errors: syntax.len() as u32,
+        checker_errors: checks.as_ref().map_or(0, |r| r.errors() as u32),
         broken: false,
         failed: 0,
         passed: 0,
     };
+    let checks_ok = checks_pass(settings, checks.as_ref());
     let (mut outcome, mut report) = (None, None);
     let mut tests_ok = true;
     if let Some(command) = settings.test_command {
@@ -141,11 +218,13 @@ pub async fn verify(
         report = Some(parsed);
     }
     Ok(Verification {
-        passed: tests_ok && syntax.is_empty(),
+        passed: tests_ok && syntax.is_empty() && checks_ok,
         score,
         outcome,
         report,
         syntax,
+        checks,
+        checks_for_model,
     })
 }
 

@@ -112,6 +112,8 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         reflection: None,
         boundary: prompt::Boundary::random(),
         command_note: None,
+        baseline_checker_errors: None,
+        last_checks: None,
     };
     task.run().await
 }
@@ -143,6 +145,11 @@ pub(crate) struct Task {
     /// What the last verification's test command changed in the workspace,
     /// for the model's next message.
     command_note: Option<String>,
+    /// The checkers' errors before any change (set by the baseline).
+    baseline_checker_errors: Option<u32>,
+    /// The checkers' last report while no file changed since (`dirty`
+    /// false), for the `diagnostics` tool.
+    last_checks: Option<crate::agent::checkers::CheckReport>,
 }
 
 impl Task {
@@ -154,13 +161,19 @@ impl Task {
             Ok(v) => v,
             Err(cause) => return self.finish(cause, None).await,
         };
+        self.baseline_checker_errors = Some(baseline.score.checker_errors);
         self.event(
             EventKind::Verify,
             format!("Before any change: {}", baseline.headline()),
             json!({ "iteration": 0, "passed": baseline.passed, "score": score_json(&baseline.score) }),
         );
-        if baseline.passed && self.spec.goal_is_tests() {
-            self.last_text = "The tests already pass; nothing to do.".to_owned();
+        if baseline.passed && self.spec.nothing_to_do_when_passing() {
+            self.last_text = if self.spec.goal_is_tests() {
+                "The tests already pass; nothing to do."
+            } else {
+                "The checkers report no errors and the tests pass; nothing to do."
+            }
+            .to_owned();
             return self.finish(StopCause::Success, Some(&baseline)).await;
         }
         let mut best: (check::Score, Option<TreeBytes>) = (baseline.score, None);
@@ -328,38 +341,63 @@ impl Task {
         note
     }
 
-    async fn verify(&mut self) -> Result<Verification, StopCause> {
-        let tests = self.spec.test_command.is_some();
-        let before = match tests {
-            true => self.files.before_command().await,
-            false => None,
-        };
+    /// How verification runs: the spec's test command (or `test_command`),
+    /// checkers, limits and sandbox.
+    fn check_settings<'a>(&'a self, test_command: Option<&'a str>) -> CheckSettings<'a> {
+        CheckSettings {
+            root: self.files.root(),
+            test_command,
+            timeout: self.spec.test_timeout,
+            allow_env: &self.spec.allow_env,
+            limits: self.spec.limits,
+            sandbox: self.spec.sandbox.as_ref(),
+            checkers: &self.spec.checkers,
+            check_timeout: self.spec.check_timeout,
+            check_goal: &self.spec.check_goal,
+            baseline_checker_errors: self.baseline_checker_errors,
+        }
+    }
+
+    /// The files verification looks at: those the task touched, and the
+    /// one the user pointed at.
+    fn checked_files(&self) -> Vec<PathBuf> {
         let mut checked = self.files.touched.clone();
         if let Some(focus) = &self.spec.focus {
             if !checked.contains(&focus.path) {
                 checked.push(focus.path.clone());
             }
         }
-        let settings = CheckSettings {
-            root: self.files.root(),
-            test_command: self.spec.test_command.as_deref(),
-            timeout: self.spec.test_timeout,
-            allow_env: &self.spec.allow_env,
-            limits: self.spec.limits,
-            sandbox: self.spec.sandbox.as_ref(),
+        checked
+    }
+
+    async fn verify(&mut self) -> Result<Verification, StopCause> {
+        // Tests and checkers (`cargo check` writes `target/`) may change the
+        // workspace: what they change is tracked and undone with the rest.
+        let runs = self.spec.test_command.is_some() || !self.spec.checkers.is_empty();
+        let before = match runs {
+            true => self.files.before_command().await,
+            false => None,
         };
+        let checked = self.checked_files();
+        let settings = self.check_settings(self.spec.test_command.as_deref());
+        let mut what: Vec<String> = Vec::new();
+        if !settings.checkers.is_empty() {
+            let names: Vec<&str> = settings.checkers.iter().map(|c| c.name.as_str()).collect();
+            what.push(format!("the checkers ({})", names.join(", ")));
+        }
+        if let Some(cmd) = settings.test_command {
+            what.push(format!("`{cmd}`"));
+        }
+        what.push("syntax checks".to_owned());
         self.event(
             EventKind::Status,
-            match settings.test_command {
-                Some(cmd) => format!("Verifying: `{cmd}` and syntax checks"),
-                None => "Verifying: syntax checks".to_owned(),
-            },
+            format!("Verifying: {}", what.join(", ")),
             json!({}),
         );
         let files = &self.files;
         let read = |p: &std::path::Path| files.text(p);
         let result = check::verify(&settings, &checked, &read, &self.cancel).await;
-        if tests {
+        if runs {
             // Even when cancelled: what the tests changed is undone with the rest.
             let effects = self.files.after_command(before).await;
             self.command_note = self.command_effects(&effects, "The test command");
@@ -368,7 +406,10 @@ impl Task {
             return Err(StopCause::Cancelled);
         }
         self.dirty = false;
-        result.map_err(|err| StopCause::Error(format!("could not run the tests: {err}")))
+        let mut verification =
+            result.map_err(|err| StopCause::Error(format!("could not run the tests: {err}")))?;
+        self.last_checks = verification.checks.take();
+        Ok(verification)
     }
 
     fn check_budget(&self) -> Result<(), StopCause> {
@@ -630,6 +671,7 @@ impl Task {
 fn score_json(score: &check::Score) -> serde_json::Value {
     json!({
         "syntaxErrors": score.syntax_errors,
+        "checkerErrors": score.checker_errors,
         "broken": score.broken,
         "failed": score.failed,
         "passed": score.passed,

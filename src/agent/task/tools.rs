@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::explain::StopCause;
-use super::Task;
+use super::{prompt, Task};
 use crate::agent::edit::FileOp;
 use crate::agent::exec::{self, CommandSpec};
 use crate::agent::output::{self, NO_OUTPUT};
@@ -24,6 +24,8 @@ const READ_WINDOW: usize = 200;
 const MAX_OBSERVATION_BYTES: usize = 10 * 1024;
 const MAX_OBSERVATION_LINES: usize = 256;
 const REPO_MAP_TOKENS: usize = 1500;
+/// Most checker diagnostics one `diagnostics` call returns.
+const MAX_DIAGNOSTICS: usize = 60;
 
 pub fn definitions() -> Vec<ToolDef> {
     fn def(name: &str, description: &str, parameters: Value) -> ToolDef {
@@ -82,7 +84,7 @@ pub fn definitions() -> Vec<ToolDef> {
             "properties": { "command": { "type": "string" } },
             "required": ["command"]
         })),
-        def("diagnostics", "Current syntax errors of one file, or of the files changed so far.", json!({
+        def("diagnostics", "Current errors and warnings: syntax errors of the files changed so far (or of `path`), and what the project's checkers (compiler, type checker, linter) report, grouped by file with the code line.", json!({
             "type": "object",
             "properties": { "path": path }
         })),
@@ -319,7 +321,7 @@ impl Task {
             "read_file" => self.tool_read(call),
             "run_tests" => return self.tool_run_tests(call).await,
             "run_command" => return self.tool_run_command(call).await,
-            "diagnostics" => self.tool_diagnostics(call),
+            "diagnostics" => return self.tool_diagnostics(call).await,
             other => Err(format!(
                 "unknown tool `{other}`; the tools are: search, repo_map, find_symbol, read_file, edit, write_file, run_tests, run_command, diagnostics"
             )),
@@ -433,26 +435,64 @@ impl Task {
         Ok(out)
     }
 
-    fn tool_diagnostics(&self, call: &ToolCall) -> Result<String, String> {
-        let p: PathParams = parse(call)?;
-        let files: Vec<PathBuf> = match &p.path {
-            Some(rel) => vec![self.readable(rel)?],
-            None => {
-                let mut f = self.files.touched.clone();
-                if let Some(focus) = &self.spec.focus {
-                    f.push(focus.path.clone());
-                }
-                f
+    async fn tool_diagnostics(&mut self, call: &ToolCall) -> Result<String, StopCause> {
+        let p = match parse::<PathParams>(call) {
+            Ok(p) => p,
+            Err(err) => return Ok(format!("Error: {err}")),
+        };
+        let only = match p.path.as_deref().map(|rel| self.readable(rel)) {
+            Some(Ok(path)) => Some(path),
+            Some(Err(err)) => return Ok(format!("Error: {err}")),
+            None => None,
+        };
+        let files: Vec<PathBuf> = match &only {
+            Some(path) => vec![path.clone()],
+            None => self.checked_files(),
+        };
+        let mut out = {
+            let files_ref = &self.files;
+            let read = |p: &Path| files_ref.text(p);
+            let problems = super::check::syntax_problems(self.files.root(), &files, &read);
+            if problems.is_empty() {
+                format!("Syntax: no errors in {} file(s).\n", files.len())
+            } else {
+                format!("Syntax errors:\n{}\n", problems.join("\n"))
             }
         };
-        let files_ref = &self.files;
-        let read = |p: &Path| files_ref.text(p);
-        let problems = super::check::syntax_problems(self.files.root(), &files, &read);
-        Ok(if problems.is_empty() {
-            format!("no syntax errors in {} file(s)", files.len())
-        } else {
-            problems.join("\n")
-        })
+        if self.spec.checkers.is_empty() {
+            out.push_str("No checker (compiler, type checker, linter) is set up for this workspace.");
+            return Ok(out);
+        }
+        // The last verification's report stands while nothing changed.
+        if self.dirty || self.last_checks.is_none() {
+            let mut checked = self.checked_files();
+            checked.extend(only.iter().cloned());
+            let before = self.files.before_command().await;
+            let report = {
+                let settings = self.check_settings(None);
+                super::check::run_checks(&settings, &checked, &self.cancel).await
+            };
+            let effects = self.files.after_command(before).await;
+            if let Some(note) = self.command_effects(&effects, "The checker") {
+                out.push_str(&format!("{}\n", prompt::defuse(&note)));
+            }
+            if self.cancel.is_cancelled() {
+                return Err(StopCause::Cancelled);
+            }
+            self.last_checks = report;
+        }
+        if let Some(report) = &self.last_checks {
+            let files_ref = &self.files;
+            let read = |p: &Path| files_ref.text(p);
+            out.push_str(&report.for_model(
+                self.files.root(),
+                only.as_deref(),
+                MAX_DIAGNOSTICS,
+                false,
+                &read,
+            ));
+        }
+        Ok(out)
     }
 
     async fn tool_run_tests(&mut self, call: &ToolCall) -> Result<String, StopCause> {
@@ -467,15 +507,7 @@ impl Task {
             Some(filter) => with_filter(&command, &filter),
             None => command,
         };
-        let settings = super::check::CheckSettings {
-            root: self.files.root(),
-            test_command: Some(&command),
-            timeout: self.spec.test_timeout,
-            allow_env: &self.spec.allow_env,
-            limits: self.spec.limits,
-            sandbox: self.spec.sandbox.as_ref(),
-        };
-        let spec = super::check::test_spec(&settings, command.clone());
+        let spec = super::check::test_spec(&self.check_settings(Some(&command)), command.clone());
         let (outcome, changes) = self.run_spec(&spec).await?;
         let report = crate::agent::verify::parse_test_output(&outcome.output, self.files.root());
         let mut out = format!(

@@ -22,7 +22,9 @@ use tower_lsp::lsp_types::{MessageType, ProgressToken, Range, Url};
 use super::progress::Progress;
 use super::state::State;
 use crate::agent::prepare::{Notice, Overrides, Prepared};
-use crate::agent::{run_task, CancellationToken, Focus, TaskEnv, TaskResult, TaskStatus};
+use crate::agent::{
+    run_task, CancellationToken, CheckGoal, Focus, TaskEnv, TaskResult, TaskStatus,
+};
 
 pub const CHAT: &str = "fettle.chat";
 pub const FIX_DIAGNOSTICS: &str = "fettle.fixDiagnostics";
@@ -100,7 +102,7 @@ pub async fn chat(
         )));
     }
     let focus_lines = args.range.map(|r| (r.start.line + 1, r.end.line + 1));
-    run(state, args.message, args.uri, focus_lines, token).await
+    run(state, args.message, args.uri, focus_lines, None, token).await
 }
 
 pub async fn fix_diagnostics(
@@ -109,16 +111,25 @@ pub async fn fix_diagnostics(
     token: Option<ProgressToken>,
 ) -> Result<Option<Value>> {
     let args: UriArgs = arg(args, FIX_DIAGNOSTICS, URI_SHAPE, false)?;
-    let goal = match &args.uri {
-        Some(uri) => format!(
-            "Fix the errors in {} so that it has no syntax errors and the tests pass.",
-            uri.to_file_path()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|()| uri.to_string())
+    let path = args.uri.as_ref().and_then(|uri| uri.to_file_path().ok());
+    let (goal, check_goal) = match (&args.uri, path) {
+        (Some(_), Some(path)) => (
+            format!(
+                "Fix the errors in {} so that it has no syntax or checker errors and the tests pass. Call `diagnostics` to see them.",
+                path.display()
+            ),
+            CheckGoal::CleanFile(path),
         ),
-        None => "Fix the errors in the workspace so that the tests pass.".to_owned(),
+        (Some(uri), None) => (
+            format!("Fix the errors in {uri} so that the tests pass."),
+            CheckGoal::NoNewErrors,
+        ),
+        (None, _) => (
+            "Fix the errors in the workspace so that the checkers report none and the tests pass. Call `diagnostics` to see them.".to_owned(),
+            CheckGoal::Clean,
+        ),
     };
-    run(state, goal, args.uri, None, token).await
+    run(state, goal, args.uri, None, Some(check_goal), token).await
 }
 
 pub fn cancel(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
@@ -145,6 +156,7 @@ async fn run(
     goal: String,
     uri: Option<Url>,
     lines: Option<(u32, u32)>,
+    check_goal: Option<CheckGoal>,
     token: Option<ProgressToken>,
 ) -> Result<Option<Value>> {
     let id = format!(
@@ -197,12 +209,15 @@ async fn run(
         id.clone(),
         goal,
         root.clone(),
-        &config.agent,
-        &Overrides::default(),
-        &mut |notice| {
-            if let Notice::Sandbox(text) = notice {
-                sandbox_notices.push(text);
-            }
+        &config,
+        &Overrides {
+            check_goal,
+            ..Overrides::default()
+        },
+        &mut |notice| match notice {
+            Notice::Sandbox(text) | Notice::CheckerMissing(text) => sandbox_notices.push(text),
+            Notice::Checkers(list) => tracing::info!("checking with {}", list.join("; ")),
+            Notice::TestCommandDetected { .. } | Notice::NoTestCommand => {}
         },
     );
     for notice in sandbox_notices {
