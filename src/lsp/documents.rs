@@ -78,6 +78,7 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
 pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
     let uri = params.text_document.uri;
     super::reload::file_saved(state, &uri);
+    super::checks::saved(state, &uri);
     // An open buffer is already analysed and indexed from its text, which
     // is what was just saved; only a file saved without being open is news.
     if state.documents.contains_key(&uri) {
@@ -102,10 +103,7 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
             state.index_updates.push(IndexUpdate::File(path));
         }
     }
-    state
-        .client
-        .publish_diagnostics(uri, Vec::new(), None)
-        .await;
+    super::checks::closed(state, uri).await;
 }
 
 /// Debounced work after a change: syntax diagnostics and the index entry for
@@ -164,19 +162,10 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken) {
         if cancel.is_cancelled() {
             return;
         }
-        let Some(completion) = state.documents.get(&uri).map(|d| d.completion.clone()) else {
+        if !state.documents.contains_key(&uri) {
             return;
-        };
-        completion.set_diagnostics(
-            diagnostics
-                .iter()
-                .map(|d| (d.range.start.line as usize, d.message.clone()))
-                .collect(),
-        );
-        state
-            .client
-            .publish_diagnostics(uri, diagnostics, Some(version))
-            .await;
+        }
+        super::checks::publish_syntax(&state, uri, diagnostics, Some(version)).await;
     });
 }
 

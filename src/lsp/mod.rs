@@ -3,6 +3,7 @@
 //! their results into LSP types (positions via `position`).
 
 mod agent;
+mod checks;
 mod code_actions;
 mod documents;
 pub mod guard;

@@ -62,6 +62,8 @@ pub struct State {
     pub config_watch: super::reload::ConfigWatch,
     /// The pending warm-up of the embedded model (see `inline_completion::warm`).
     pub warm: super::inline_completion::warm::WarmTimer,
+    /// Published diagnostics by kind, and the on-save checker runs.
+    pub checks: super::checks::ChecksState,
 }
 
 /// A consistent copy of an open document, taken under the map's guard and
@@ -119,6 +121,7 @@ impl State {
             rewrite: Default::default(),
             config_watch: Default::default(),
             warm: Default::default(),
+            checks: Default::default(),
         }
     }
 

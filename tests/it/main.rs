@@ -31,6 +31,7 @@ mod agent_search;
 mod agent_secrets;
 mod agent_verify;
 mod architecture;
+mod check_cli;
 mod checkers;
 mod cli;
 mod completion_context;
