@@ -6,6 +6,7 @@ mod harness;
 
 mod agent;
 mod arguments;
+mod checks;
 mod config;
 mod diagnostics;
 mod editors_helix;
