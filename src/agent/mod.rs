@@ -29,6 +29,6 @@ pub mod workspace_scan;
 pub use task::{run_task, TaskEnv};
 pub use tokio_util::sync::CancellationToken;
 pub use types::{
-    Budget, CheckGoal, EditorNote, EventKind, Focus, TaskEvent, TaskResult, TaskSpec, TaskStatus, Tokens,
-    DEFAULT_GOAL,
+    Budget, CheckGoal, EditorNote, EventKind, Focus, TaskEvent, TaskResult, TaskSpec, TaskStatus,
+    Tokens, DEFAULT_GOAL,
 };

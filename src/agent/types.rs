@@ -9,7 +9,6 @@ use serde_json::Value;
 
 use crate::config::{AgentConfig, CommandPolicy, UnsavedBuffers};
 
-
 /// The goal used when the user names none.
 pub const DEFAULT_GOAL: &str = "make the tests pass";
 

@@ -39,10 +39,7 @@ pub fn run(args: CheckArgs) -> i32 {
         Some(file) => match Language::from_path(file) {
             Some(language) => Some(checkers::language_key(language)),
             None => {
-                eprintln!(
-                    "fettle: {}: not a language Fettle checks",
-                    file.display()
-                );
+                eprintln!("fettle: {}: not a language Fettle checks", file.display());
                 return 2;
             }
         },
@@ -102,7 +99,10 @@ pub fn run(args: CheckArgs) -> i32 {
             }
         });
         for checker in &detected.checkers {
-            eprintln!("fettle: checking {} with `{}`", checker.language, checker.command);
+            eprintln!(
+                "fettle: checking {} with `{}`",
+                checker.language, checker.command
+            );
         }
         run_checkers(
             &detected.checkers,

@@ -14,9 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::host::{BufferEdit, Host};
 use crate::agent::prepare::{prepare, Notice, Overrides, Prepared};
 use crate::agent::undo::{self, UndoError};
-use crate::agent::{
-    run_task, CheckGoal, EventKind, TaskEnv, TaskEvent, TaskStatus, DEFAULT_GOAL,
-};
+use crate::agent::{run_task, CheckGoal, EventKind, TaskEnv, TaskEvent, TaskStatus, DEFAULT_GOAL};
 
 /// The goal of `fettle fix --check`.
 const CHECK_GOAL: &str = "Make the project's checkers report no errors (and keep the tests passing). Call `diagnostics` to see them.";

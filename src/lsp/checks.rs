@@ -167,12 +167,20 @@ async fn check(
 ) {
     let (root, language) = (key.0.as_path(), key.1);
     let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    let detected = checkers::detect(root, &config.check, std::slice::from_ref(&path), Some(language));
+    let detected = checkers::detect(
+        root,
+        &config.check,
+        std::slice::from_ref(&path),
+        Some(language),
+    );
     for missing in &detected.missing {
         if missing.first_report() {
             state
                 .client
-                .show_message(MessageType::WARNING, format!("fettle: {}", missing.message()))
+                .show_message(
+                    MessageType::WARNING,
+                    format!("fettle: {}", missing.message()),
+                )
                 .await;
         }
     }
@@ -184,7 +192,10 @@ async fn check(
         Err(err) => {
             state
                 .client
-                .show_message(MessageType::ERROR, format!("fettle: checkers not run: {err}"))
+                .show_message(
+                    MessageType::ERROR,
+                    format!("fettle: checkers not run: {err}"),
+                )
                 .await;
             return;
         }

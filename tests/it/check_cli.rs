@@ -40,7 +40,10 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn fettle_check_reports_rustcs_error_and_is_clean_once_fixed() {
-    let ws = crate_with("check_cli_area", "pub fn area(w: u32) -> u32 {\n    let h: u32 = \"2\";\n    w * h\n}\n");
+    let ws = crate_with(
+        "check_cli_area",
+        "pub fn area(w: u32) -> u32 {\n    let h: u32 = \"2\";\n    w * h\n}\n",
+    );
     let cache = tempfile::tempdir().unwrap();
     let root = ws.path().to_str().unwrap();
 
@@ -81,9 +84,15 @@ fn fettle_check_reports_rustcs_error_and_is_clean_once_fixed() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "");
     // One file: only its diagnostics, its language's checker.
-    let out = fettle(&["check", "--json", &format!("{root}/src/lib.rs")], cache.path());
+    let out = fettle(
+        &["check", "--json", &format!("{root}/src/lib.rs")],
+        cache.path(),
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(serde_json::from_slice::<Value>(&out.stdout).unwrap(), json!([]));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).unwrap(),
+        json!([])
+    );
 }
 
 #[test]
@@ -92,7 +101,11 @@ fn fettle_check_says_why_when_there_is_nothing_to_check() {
     let cache = tempfile::tempdir().unwrap();
     let out = fettle(&["check", empty.path().to_str().unwrap()], cache.path());
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("nothing to check"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("nothing to check"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = fettle(&["check", "--no-such-flag"], cache.path());
     assert_eq!(out.status.code(), Some(2));
 }
@@ -109,7 +122,10 @@ fn run_fix(ws: &Path, cache: &Path, extra: &[&str]) -> (Value, String) {
 
 #[test]
 fn fix_check_shows_the_model_rustcs_errors_and_succeeds_when_clean() {
-    let ws = crate_with("check_cli_fix", "pub fn area(w: u32) -> u32 {\n    let h: u32 = \"2\";\n    w * h\n}\n");
+    let ws = crate_with(
+        "check_cli_fix",
+        "pub fn area(w: u32) -> u32 {\n    let h: u32 = \"2\";\n    w * h\n}\n",
+    );
     let cache = tempfile::tempdir().unwrap();
     let script = json!({ "responses": [
         { "tool_calls": [ { "name": "diagnostics", "arguments": {} } ] },
@@ -121,7 +137,10 @@ fn fix_check_shows_the_model_rustcs_errors_and_succeeds_when_clean() {
     std::fs::write(ws.path().join("fettle.toml"), mock.config("")).unwrap();
     let (result, stderr) = run_fix(ws.path(), cache.path(), &["--check"]);
     assert_eq!(result["status"], "success", "{result:#}\n{stderr}");
-    assert!(stderr.contains("checking with rust: `cargo check"), "{stderr}");
+    assert!(
+        stderr.contains("checking with rust: `cargo check"),
+        "{stderr}"
+    );
     let bodies = mock.bodies();
     // The first message has the baseline's checker errors; the tool result
     // (second request) the diagnostics with the code line.
@@ -153,11 +172,21 @@ fn fix_check_refuses_without_a_checker() {
     let mock = Mock::start(Script::from_json(r#"{"responses": []}"#).unwrap());
     std::fs::write(ws.path().join("fettle.toml"), mock.config("")).unwrap();
     let out = fettle(
-        &["fix", "--check", "--test", "true", ws.path().to_str().unwrap()],
+        &[
+            "fix",
+            "--check",
+            "--test",
+            "true",
+            ws.path().to_str().unwrap(),
+        ],
         cache.path(),
     );
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--check: no checker"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--check: no checker"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -187,7 +216,10 @@ fn an_attempt_that_adds_a_type_error_is_rolled_back_though_no_test_covers_it() {
     let feedback = &bodies[2];
     assert!(feedback.contains("rolled it back"), "{feedback}");
     assert!(feedback.contains("1 checker error(s)"), "{feedback}");
-    assert!(feedback.contains("cannot add"), "rustc's message: {feedback}");
+    assert!(
+        feedback.contains("cannot add"),
+        "rustc's message: {feedback}"
+    );
     assert_eq!(
         std::fs::read_to_string(ws.path().join("src/lib.rs")).unwrap(),
         "pub fn total(a: i32, b: i32) -> i32 {\n    a + b\n}\n"

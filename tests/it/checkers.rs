@@ -112,8 +112,7 @@ fn columns_are_converted_from_each_tools_unit() {
         let output = std::fs::read_to_string(dir.join("output.txt"))
             .unwrap()
             .replace("{ROOT}", root.to_str().unwrap());
-        let (diagnostics, _) =
-            fettle::agent::checkers::parse_output(format, &output, &root, "t");
+        let (diagnostics, _) = fettle::agent::checkers::parse_output(format, &output, &root, "t");
         let d = diagnostics
             .iter()
             .find(|d| d.message.contains(needle))
@@ -123,8 +122,12 @@ fn columns_are_converted_from_each_tools_unit() {
         line[d.span.start.utf8 as usize..].to_owned()
     };
     assert!(check("rustc-type-errors", CheckFormat::Rustc, "mismatched").starts_with("s;"));
-    assert!(check("tsc", CheckFormat::Tsc, "Type 'string' is not assignable to type 'number'.")
-        .starts_with("n: number"));
+    assert!(check(
+        "tsc",
+        CheckFormat::Tsc,
+        "Type 'string' is not assignable to type 'number'."
+    )
+    .starts_with("n: number"));
     assert!(check("go-build", CheckFormat::Go, "cannot use s").starts_with('s'));
     assert!(check("ruff", CheckFormat::Ruff, "itemz").starts_with("itemz"));
     assert!(check("pyflakes", CheckFormat::Pyflakes, "itemz").starts_with("itemz"));
@@ -184,7 +187,10 @@ fn each_projects_checker_is_detected_from_its_files() {
     assert_eq!(found.checkers.len() + found.missing.len(), 1, "only Go");
 
     let nothing = project(&[("README.md", "hi")]);
-    assert_eq!(detect(nothing.path(), &config, &[], None), Default::default());
+    assert_eq!(
+        detect(nothing.path(), &config, &[], None),
+        Default::default()
+    );
 }
 
 #[test]
@@ -213,7 +219,11 @@ fn a_configured_command_replaces_detection_and_its_format_is_inferred() {
     );
     config.formats.insert("c".into(), CheckFormat::Go);
     let found = detect(dir.path(), &config, &[], Some("c"));
-    assert_eq!(found.checkers[0].format, CheckFormat::Go, "explicit format wins");
+    assert_eq!(
+        found.checkers[0].format,
+        CheckFormat::Go,
+        "explicit format wins"
+    );
 }
 
 #[test]
@@ -227,7 +237,9 @@ fn a_missing_checker_is_reported_once_with_what_to_install() {
     let missing = &found.missing[0];
     assert_eq!(missing.language, "typescript");
     assert!(
-        missing.message().contains("npm install --save-dev typescript"),
+        missing
+            .message()
+            .contains("npm install --save-dev typescript"),
         "{}",
         missing.message()
     );
@@ -374,8 +386,7 @@ async fn python_checkers_for_real() {
 async fn tsc_for_real() {
     let dir = copy_root("tsc");
     // CI installs TypeScript into a cache folder and puts it on PATH.
-    let Some(report) = run_detected(dir.path(), &CheckConfig::default(), "typescript").await
-    else {
+    let Some(report) = run_detected(dir.path(), &CheckConfig::default(), "typescript").await else {
         return;
     };
     assert_found(
@@ -390,8 +401,7 @@ async fn tsc_for_real() {
 #[tokio::test]
 async fn node_check_for_real() {
     let dir = copy_root("node-check");
-    let Some(report) = run_detected(dir.path(), &CheckConfig::default(), "javascript").await
-    else {
+    let Some(report) = run_detected(dir.path(), &CheckConfig::default(), "javascript").await else {
         return;
     };
     assert_found(&report, &["bad.js:2 error Unexpected token ';'"]);

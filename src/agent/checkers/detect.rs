@@ -93,7 +93,10 @@ pub fn language_key(language: Language) -> &'static str {
 }
 
 fn static_key(key: &str) -> Option<&'static str> {
-    crate::config::CHECK_LANGUAGES.iter().copied().find(|k| *k == key)
+    crate::config::CHECK_LANGUAGES
+        .iter()
+        .copied()
+        .find(|k| *k == key)
 }
 
 /// The checkers for the project at `root`: every language it has (from
@@ -140,9 +143,14 @@ fn project_languages(root: &Path) -> Vec<&'static str> {
     if has("Cargo.toml") {
         out.push("rust");
     }
-    if ["pyproject.toml", "setup.py", "setup.cfg", "requirements.txt"]
-        .iter()
-        .any(|n| has(n))
+    if [
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "requirements.txt",
+    ]
+    .iter()
+    .any(|n| has(n))
         || has_top_level_files(root, &["py"])
     {
         out.push("python");
@@ -237,7 +245,11 @@ fn checker_for(
     config: &CheckConfig,
     language: &'static str,
 ) -> Option<Result<Checker, Missing>> {
-    if let Some(command) = config.commands.get(language).filter(|c| !c.trim().is_empty()) {
+    if let Some(command) = config
+        .commands
+        .get(language)
+        .filter(|c| !c.trim().is_empty())
+    {
         let format = match config.formats.get(language) {
             Some(CheckFormat::Auto) | None => infer_format(command),
             Some(format) => *format,

@@ -223,15 +223,14 @@ mod tests {
     fn columns_in_each_unit_land_on_the_same_character() {
         // `x` after an accented letter and an emoji: byte 9, UTF-16 7, char 6.
         let line = "a é 😀 x";
-        for (unit, column) in [
-            (Unit::Bytes, 11),
-            (Unit::Utf16, 8),
-            (Unit::Chars, 7),
-        ] {
+        for (unit, column) in [(Unit::Bytes, 11), (Unit::Utf16, 8), (Unit::Chars, 7)] {
             let at = byte_at(line, Some(column), unit);
             assert_eq!(&line[at..], "x", "{unit:?}");
         }
-        assert_eq!(&"    y = é + x"[byte_at("    y = é + x", Some(9), Unit::CharsAfterIndent)..], "x");
+        assert_eq!(
+            &"    y = é + x"[byte_at("    y = é + x", Some(9), Unit::CharsAfterIndent)..],
+            "x"
+        );
         assert_eq!(byte_at("  z", None, Unit::Chars), 2);
         assert_eq!(byte_at("ab", Some(40), Unit::Chars), 2, "clamped");
     }

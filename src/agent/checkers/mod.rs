@@ -102,7 +102,10 @@ pub struct Environment {
 
 impl Environment {
     /// The error is the message to show: the sandbox asked for cannot be had.
-    pub fn from_config(config: &crate::config::Config, root: &std::path::Path) -> Result<Self, String> {
+    pub fn from_config(
+        config: &crate::config::Config,
+        root: &std::path::Path,
+    ) -> Result<Self, String> {
         let sandbox = crate::agent::sandbox::from_config(&config.agent, root, None)?;
         Ok(Self {
             sandbox: sandbox.policy,

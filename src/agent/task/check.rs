@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use crate::agent::checkers::{self, CheckReport, Checker};
 use crate::agent::exec::{self, CommandOutcome, CommandSpec, Limits};
 use crate::agent::output;
-use crate::agent::CheckGoal;
 use crate::agent::verify::{parse_test_output, TestReport};
+use crate::agent::CheckGoal;
 use crate::syntax::{parse_str, syntax_errors, Language};
 
 /// Most checker diagnostics the model sees after an attempt.

@@ -460,7 +460,9 @@ impl Task {
             }
         };
         if self.spec.checkers.is_empty() {
-            out.push_str("No checker (compiler, type checker, linter) is set up for this workspace.");
+            out.push_str(
+                "No checker (compiler, type checker, linter) is set up for this workspace.",
+            );
             return Ok(out);
         }
         // The last verification's report stands while nothing changed.

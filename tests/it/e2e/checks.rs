@@ -6,8 +6,10 @@ use serde_json::{json, Value};
 
 use super::harness::{Lsp, Workspace};
 
-const CARGO_TOML: &str = "[package]\nname = \"e2e_on_save\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
-const LIB: &str = "pub mod area;\n\npub fn f() -> u32 {\n    let s = \"é😀\"; let n: u32 = s;\n    n\n}\n";
+const CARGO_TOML: &str =
+    "[package]\nname = \"e2e_on_save\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
+const LIB: &str =
+    "pub mod area;\n\npub fn f() -> u32 {\n    let s = \"é😀\"; let n: u32 = s;\n    n\n}\n";
 const AREA: &str = "pub fn area() -> u32 {\n    undefined_name\n}\n";
 
 fn from(d: &Value, source: &str) -> bool {

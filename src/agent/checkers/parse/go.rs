@@ -102,9 +102,9 @@ fn findings(parsed: &mut Parsed, packages: BTreeMap<String, Package>) {
                             related: Vec::new(),
                         });
                     }
-                    Finding::Error { error } => {
-                        parsed.general.push(format!("{package}: {analyzer}: {error}"))
-                    }
+                    Finding::Error { error } => parsed
+                        .general
+                        .push(format!("{package}: {analyzer}: {error}")),
                 }
             }
         }

@@ -82,10 +82,9 @@ pub fn unit(format: CheckFormat) -> Unit {
         CheckFormat::Tsc | CheckFormat::Node => Unit::Utf16,
         CheckFormat::Go | CheckFormat::Pyflakes => Unit::Bytes,
         CheckFormat::PyCompile => Unit::CharsAfterIndent,
-        CheckFormat::Auto
-        | CheckFormat::Rustc
-        | CheckFormat::Ruff
-        | CheckFormat::Gcc => Unit::Chars,
+        CheckFormat::Auto | CheckFormat::Rustc | CheckFormat::Ruff | CheckFormat::Gcc => {
+            Unit::Chars
+        }
     }
 }
 

@@ -14,7 +14,9 @@ static PYFLAKES: LazyLock<regex::Regex> = LazyLock::new(|| {
 static FILE_LINE: LazyLock<regex::Regex> =
     LazyLock::new(|| pattern(r#"^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)"#));
 static EXCEPTION: LazyLock<regex::Regex> = LazyLock::new(|| {
-    pattern(r"^(?:Sorry: )?(?P<kind>[A-Za-z_][A-Za-z0-9_.]*(?:Error|Warning|Exception)): ?(?P<msg>.*)$")
+    pattern(
+        r"^(?:Sorry: )?(?P<kind>[A-Za-z_][A-Za-z0-9_.]*(?:Error|Warning|Exception)): ?(?P<msg>.*)$",
+    )
 });
 
 /// Pyflakes messages for code that fails when it runs (or compiles); the

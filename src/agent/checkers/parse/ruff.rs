@@ -49,7 +49,8 @@ pub fn parse(output: &str) -> Parsed {
     else {
         return parsed;
     };
-    let mut stream = serde_json::Deserializer::from_str(&output[start..]).into_iter::<Vec<Violation>>();
+    let mut stream =
+        serde_json::Deserializer::from_str(&output[start..]).into_iter::<Vec<Violation>>();
     let Some(Ok(violations)) = stream.next() else {
         parsed
             .general
@@ -62,9 +63,7 @@ pub fn parse(output: &str) -> Parsed {
             locations: vec![RawLocation {
                 path: v.filename,
                 start: RawPoint::new(v.location.row, v.location.column),
-                end: v
-                    .end_location
-                    .map(|e| RawPoint::new(e.row, e.column)),
+                end: v.end_location.map(|e| RawPoint::new(e.row, e.column)),
             }],
             severity: severity(code.as_deref()),
             code,

@@ -136,9 +136,18 @@ pub fn parse(output: &str) -> Parsed {
                 });
             }
         }
-        for child in message.children.iter().filter(|c| !is_boilerplate(&c.message)) {
+        for child in message
+            .children
+            .iter()
+            .filter(|c| !is_boilerplate(&c.message))
+        {
             let prefix = &child.level;
-            match child.spans.iter().find(|s| s.is_primary).or(child.spans.first()) {
+            match child
+                .spans
+                .iter()
+                .find(|s| s.is_primary)
+                .or(child.spans.first())
+            {
                 Some(span) => {
                     let mut text = format!("{prefix}: {}", child.message);
                     if let Some(new) = span.suggested_replacement.as_deref() {

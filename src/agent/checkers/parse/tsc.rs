@@ -10,7 +10,9 @@ use super::{num, pattern, Parsed, RawDiagnostic, RawLocation, RawPoint};
 use crate::agent::checkers::Severity;
 
 static TSC: LazyLock<regex::Regex> = LazyLock::new(|| {
-    pattern(r"^(?P<path>.+?)\((?P<line>\d+),(?P<col>\d+)\): (?P<sev>error|warning|message|suggestion) (?P<code>TS\d+): (?P<msg>.*)$")
+    pattern(
+        r"^(?P<path>.+?)\((?P<line>\d+),(?P<col>\d+)\): (?P<sev>error|warning|message|suggestion) (?P<code>TS\d+): (?P<msg>.*)$",
+    )
 });
 static TSC_GENERAL: LazyLock<regex::Regex> =
     LazyLock::new(|| pattern(r"^(?:error|warning) (?P<code>TS\d+): (?P<msg>.*)$"));
