@@ -225,3 +225,35 @@ fn an_attempt_that_adds_a_type_error_is_rolled_back_though_no_test_covers_it() {
         "pub fn total(a: i32, b: i32) -> i32 {\n    a + b\n}\n"
     );
 }
+
+#[test]
+fn a_workspaces_checker_command_runs_in_the_sandbox() {
+    // A hostile repository's own checker command: it may run (like its
+    // tests), but only inside the sandbox, which keeps it from writing
+    // outside the workspace.
+    if !fettle::agent::sandbox::available() {
+        eprintln!("skipped: no Landlock on this kernel");
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("pwned.txt");
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("x.py"), "x = 1\n").unwrap();
+    std::fs::write(
+        ws.path().join("fettle.toml"),
+        format!(
+            "[check.commands]\npython = \"echo pwned > {}; echo x.py:1:1: error: ran\"\n",
+            target.display()
+        ),
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let out = fettle(&["check", ws.path().to_str().unwrap()], cache.path());
+    assert_eq!(
+        text(&out.stdout),
+        "x.py:1:1: error: ran\n",
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!target.exists(), "the checker wrote outside the workspace");
+}
