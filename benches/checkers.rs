@@ -28,8 +28,18 @@ fn main() -> Result<()> {
     let root = dir.path().canonicalize()?;
     write_files(&root)?;
     let outputs = [
-        ("rustc JSON", CheckFormat::Rustc, rustc_output(), "rustc.json"),
-        ("ruff JSON", CheckFormat::Ruff, ruff_output(&root), "ruff.json"),
+        (
+            "rustc JSON",
+            CheckFormat::Rustc,
+            rustc_output(),
+            "rustc.json",
+        ),
+        (
+            "ruff JSON",
+            CheckFormat::Ruff,
+            ruff_output(&root),
+            "ruff.json",
+        ),
         ("tsc text", CheckFormat::Tsc, tsc_output(), "tsc.txt"),
     ];
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -125,7 +135,10 @@ fn write_files(root: &Path) -> Result<()> {
     for i in 0..FILES {
         let mut text = String::new();
         for line in 0..40 {
-            let _ = writeln!(text, "    let s{line} = \"héllo {i}\"; let n{line}: u32 = s{line};");
+            let _ = writeln!(
+                text,
+                "    let s{line} = \"héllo {i}\"; let n{line}: u32 = s{line};"
+            );
         }
         std::fs::write(root.join(file_name(i)), text)?;
     }

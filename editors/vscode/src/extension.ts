@@ -9,11 +9,17 @@ import * as os from 'os';
 import * as vscode from 'vscode';
 import {
   CodeActionRequest,
+  type ClientCapabilities,
   ExecuteCommandRequest,
   LanguageClient,
   type LanguageClientOptions,
+  type MessageActionItem,
+  MessageType,
   type ServerOptions,
+  type ShowMessageRequestParams,
+  ShowMessageRequest,
   State,
+  type StaticFeature,
   WorkDoneProgress,
   type WorkDoneProgressBegin,
   type WorkDoneProgressReport,
@@ -39,12 +45,45 @@ export const LANGUAGES = [
 ];
 
 const BEFORE_SCHEME = 'fettle-before';
+/** How long the cursor rests before its place is reported (`fettle/cursor`). */
+const CURSOR_REST_MS = 150;
 
 /** The part of `LanguageClient` the extension uses (a fake in the unit tests). */
 export type Client = Pick<
   LanguageClient,
-  'start' | 'stop' | 'state' | 'isRunning' | 'sendRequest' | 'sendNotification' | 'onNotification' | 'onProgress' | 'onDidChangeState'
+  | 'start'
+  | 'stop'
+  | 'state'
+  | 'isRunning'
+  | 'sendRequest'
+  | 'sendNotification'
+  | 'onNotification'
+  | 'onRequest'
+  | 'onProgress'
+  | 'onDidChangeState'
+  | 'registerFeature'
 >;
+
+/**
+ * Fettle's own client capabilities: `experimental.fettle.saveDocuments`
+ * (the server asks the editor to save the buffers an agent task changed,
+ * so VS Code knows they are saved instead of keeping them dirty).
+ */
+export const fettleCapabilities: StaticFeature = {
+  fillClientCapabilities(capabilities: ClientCapabilities): void {
+    const experimental = (capabilities.experimental ?? {}) as Record<string, unknown>;
+    experimental.fettle = { saveDocuments: true };
+    capabilities.experimental = experimental;
+  },
+  initialize(): void {},
+  getState: () => ({ kind: 'static' }),
+  clear(): void {},
+};
+
+export interface SaveResult {
+  saved: string[];
+  failed: { uri: string; message: string }[];
+}
 
 export type ClientFactory = (server: ServerOptions, options: LanguageClientOptions) => Client;
 
@@ -59,7 +98,10 @@ export class Fettle {
   private readonly before = new Map<string, string>();
   private readonly beforeChanged = new vscode.EventEmitter<vscode.Uri>();
   private poll: NodeJS.Timeout | undefined;
+  private cursorTimer: NodeJS.Timeout | undefined;
   private progressTokens = 0;
+  /** Why the server is not running, for the status bar. */
+  private failure: string | undefined;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -71,6 +113,11 @@ export class Fettle {
     this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
     this.status.command = 'fettle.vscode.toggleGhostText';
     context.subscriptions.push(this.status, this.beforeChanged);
+    // Where the cursor rests: the embedded model prepares its prompt there.
+    context.subscriptions.push(
+      vscode.window.onDidChangeTextEditorSelection((event) => this.cursorMoved(event.textEditor)),
+      vscode.window.onDidChangeActiveTextEditor((editor) => editor && this.cursorMoved(editor)),
+    );
     context.subscriptions.push(
       vscode.workspace.registerTextDocumentContentProvider(BEFORE_SCHEME, {
         onDidChange: this.beforeChanged.event,
@@ -103,14 +150,26 @@ export class Fettle {
       home: os.homedir(),
     });
     if ('error' in found) {
-      this.output.appendLine(found.error);
-      void vscode.window.showErrorMessage(found.error, 'Open Settings').then((pick) => {
+      // `fettle.server.path` is a machine setting: in a remote window
+      // (SSH, WSL, containers, code-server) it lives in the Remote tab.
+      const remote = vscode.env.remoteName
+        ? ` This window is remote (${vscode.env.remoteName}): set fettle.server.path in the Remote tab of the settings, it names a file on that machine.`
+        : '';
+      const error = `${found.error}${remote}`;
+      this.failure = error;
+      this.output.error(error);
+      this.render();
+      void vscode.window.showErrorMessage(error, 'Open Settings').then((pick) => {
         if (pick) {
-          void vscode.commands.executeCommand('workbench.action.openSettings', 'fettle.server.path');
+          void vscode.commands.executeCommand(
+            vscode.env.remoteName ? 'workbench.action.openRemoteSettings' : 'workbench.action.openSettings',
+            'fettle.server.path',
+          );
         }
       });
       return;
     }
+    this.failure = undefined;
     this.output.appendLine(`Starting ${found.path} (from ${found.source})`);
     const serverOptions: ServerOptions = {
       command: found.path,
@@ -128,10 +187,16 @@ export class Fettle {
           // Only what the user set, only the server's keys.
           configuration: (params) =>
             params.items.map((item) => (item.section === 'fettle' ? this.settings() : null)),
+          // The client would send the whole `fettle` section (every default
+          // and the extension's own keys, overriding fettle.toml) when the
+          // server registers for changes and on each change; the extension
+          // sends the filtered settings itself (`onConfigurationChanged`).
+          didChangeConfiguration: async () => undefined,
         },
       },
     };
     this.client = this.createClient(serverOptions, clientOptions);
+    this.client.registerFeature(fettleCapabilities);
     this.client.onDidChangeState((event) => {
       if (event.newState === State.Running) {
         this.refreshStats();
@@ -140,6 +205,11 @@ export class Fettle {
     });
     await this.client.start();
     this.client.onNotification('fettle/taskEvent', (event: TaskEvent) => this.logEvent(event));
+    this.client.onRequest('fettle/saveDocuments', (params: { uris?: string[] }) => this.saveDocuments(params));
+    // Fettle's questions (run this command? save this buffer first?) hold
+    // up a task: a modal dialog, not a toast that hides itself. Registered
+    // after start, so it replaces the client's own handler.
+    this.client.onRequest(ShowMessageRequest.type, (params) => askModal(params));
     this.poll = setInterval(() => this.refreshStats(), 5000);
     this.poll.unref?.(); // never what keeps a process alive
     this.render();
@@ -152,9 +222,57 @@ export class Fettle {
     }
     const client = this.client;
     this.client = undefined;
-    if (client?.isRunning()) {
-      await client.stop();
+    // Whatever its state: a client that failed to start still holds its
+    // connection (stop returns at once for one never started or stopped).
+    if (client) {
+      await client.stop().catch((error: unknown) => this.output.warn(`stopping the server: ${errorMessage(error)}`));
     }
+  }
+
+  /** `fettle/saveDocuments`: saves the open documents the server names. */
+  async saveDocuments(params: { uris?: string[] }): Promise<SaveResult> {
+    const result: SaveResult = { saved: [], failed: [] };
+    for (const uri of params?.uris ?? []) {
+      const wanted = vscode.Uri.parse(uri).toString();
+      const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === wanted);
+      if (!document) {
+        result.failed.push({ uri, message: 'not open in VS Code' });
+        continue;
+      }
+      try {
+        if (await document.save()) {
+          result.saved.push(uri);
+        } else {
+          result.failed.push({ uri, message: 'VS Code did not save it' });
+        }
+      } catch (error) {
+        result.failed.push({ uri, message: errorMessage(error) });
+      }
+    }
+    return result;
+  }
+
+  /** Reports where the cursor rests, once it has rested a moment. */
+  private cursorMoved(editor: vscode.TextEditor): void {
+    if (this.cursorTimer) {
+      clearTimeout(this.cursorTimer);
+    }
+    const document = editor.document;
+    if (document.uri.scheme !== 'file' || !LANGUAGES.includes(document.languageId)) {
+      return;
+    }
+    this.cursorTimer = setTimeout(() => {
+      this.cursorTimer = undefined;
+      if (!this.client?.isRunning() || this.config().get<boolean>('completion.enabled') === false) {
+        return;
+      }
+      const position = editor.selection.active;
+      void this.client.sendNotification('fettle/cursor', {
+        textDocument: { uri: document.uri.toString() },
+        position: { line: position.line, character: position.character },
+      });
+    }, CURSOR_REST_MS);
+    this.cursorTimer.unref?.();
   }
 
   onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
@@ -196,14 +314,32 @@ export class Fettle {
     const model = this.config().get<string>('completion.model') || 'local';
     const ghost = this.config().get<boolean>('completion.enabled') !== false;
     const view = statusView(model, this.stats, this.working > 0, ghost);
-    this.status.text = this.client?.isRunning() ? view.text : '$(circle-slash) Fettle: not running';
-    this.status.tooltip = view.tooltip;
+    if (this.client?.isRunning()) {
+      this.status.text = view.text;
+      this.status.tooltip = view.tooltip;
+      this.status.command = 'fettle.vscode.toggleGhostText';
+    } else {
+      this.status.text = '$(circle-slash) Fettle: not running';
+      this.status.tooltip = this.failure ?? 'The Fettle server is not running; click for its log.';
+      this.status.command = 'fettle.vscode.showLog';
+    }
     this.status.show();
   }
 
   async toggleGhostText(): Promise<void> {
-    const on = this.config().get<boolean>('completion.enabled') !== false;
-    await this.config().update('completion.enabled', !on, vscode.ConfigurationTarget.Global);
+    const config = this.config();
+    if (config.get<boolean>('completion.enabled') !== false) {
+      await config.update('completion.enabled', false, vscode.ConfigurationTarget.Global);
+      return;
+    }
+    // On is the default: remove the `false`s rather than write `true`.
+    const set = config.inspect<boolean>('completion.enabled');
+    if (set?.workspaceValue !== undefined) {
+      await config.update('completion.enabled', undefined, vscode.ConfigurationTarget.Workspace);
+    }
+    if (set?.globalValue !== undefined) {
+      await config.update('completion.enabled', undefined, vscode.ConfigurationTarget.Global);
+    }
   }
 
   private logEvent(event: TaskEvent): void {
@@ -382,6 +518,19 @@ export class Fettle {
       void vscode.window.showWarningMessage(`Fettle: cannot show the diff: ${errorMessage(error)}`);
     }
   }
+}
+
+/** A server question as a modal dialog; Cancel (or Escape) answers null. */
+async function askModal(params: ShowMessageRequestParams): Promise<MessageActionItem | null> {
+  const titles = (params.actions ?? []).map((action) => action.title);
+  const show =
+    params.type === MessageType.Error
+      ? vscode.window.showErrorMessage
+      : params.type === MessageType.Warning
+        ? vscode.window.showWarningMessage
+        : vscode.window.showInformationMessage;
+  const pick = await show(params.message, { modal: true }, ...titles);
+  return params.actions?.find((action) => action.title === pick) ?? null;
 }
 
 interface TaskEvent {

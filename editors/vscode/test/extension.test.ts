@@ -14,20 +14,36 @@ const vscode = require('vscode') as {
   files: Record<string, string>;
   workspace: { workspaceFolders: unknown };
   Uri: { file(path: string): unknown };
+  listeners: { selection: ((event: unknown) => void)[]; activeEditor: ((editor: unknown) => void)[] };
+  documents: { uri: { toString(): string }; save(): Promise<boolean> }[];
 };
-import { Fettle, type Client } from '../src/extension';
+import { Fettle, fettleCapabilities, type Client } from '../src/extension';
 
 interface Sent {
   method: string;
   params: unknown;
 }
 
-function fakeClient(answers: Record<string, (params: unknown) => unknown>, sent: Sent[]): Client {
+/** What the fake client was given besides messages. */
+const registered = {
+  requestHandlers: new Map<string, (params: unknown) => unknown>(),
+  features: [] as unknown[],
+  stops: 0,
+};
+
+function fakeClient(answers: Record<string, (params: unknown) => unknown>, sent: Sent[], running = true): Client {
   const client = {
-    state: 2,
+    state: running ? 2 : 1,
     start: async () => undefined,
-    stop: async () => undefined,
-    isRunning: () => true,
+    stop: async () => {
+      registered.stops += 1;
+    },
+    isRunning: () => running,
+    onRequest: (type: string | { method: string }, handler: (params: unknown) => unknown) => {
+      registered.requestHandlers.set(typeof type === 'string' ? type : type.method, handler);
+      return { dispose: () => undefined };
+    },
+    registerFeature: (feature: unknown) => registered.features.push(feature),
     sendRequest: async (type: string | { method: string }, params: unknown) => {
       const method = typeof type === 'string' ? type : type.method;
       sent.push({ method, params });
@@ -51,17 +67,22 @@ const editor = {
 };
 const KEYS = ['server.path', 'completion.enabled', 'completion.model', 'models', 'agent.model'];
 
-async function started(answers: Record<string, (params: unknown) => unknown>, sent: Sent[]): Promise<Fettle> {
+const output = { appendLine: () => undefined, show: () => undefined, error: () => undefined, warn: () => undefined };
+
+async function started(
+  answers: Record<string, (params: unknown) => unknown>,
+  sent: Sent[],
+  running = true,
+): Promise<Fettle> {
   vscode.settings['server.path'] = process.execPath; // any executable: the client is fake
-  const output = { appendLine: () => undefined, show: () => undefined };
   const fettle = new Fettle(
     context as never,
     output as never,
     output as never,
     KEYS,
     (server, options) => {
-      sent.push({ method: '(start)', params: { server, initializationOptions: options.initializationOptions } });
-      return fakeClient(answers, sent);
+      sent.push({ method: '(start)', params: { server, initializationOptions: options.initializationOptions, options } });
+      return fakeClient(answers, sent, running);
     },
   );
   await fettle.start();
@@ -70,6 +91,12 @@ async function started(answers: Record<string, (params: unknown) => unknown>, se
 
 beforeEach(() => {
   vscode.calls.length = 0;
+  registered.requestHandlers.clear();
+  registered.features.length = 0;
+  registered.stops = 0;
+  vscode.documents.length = 0;
+  vscode.listeners.selection.length = 0;
+  vscode.listeners.activeEditor.length = 0;
   for (const key of Object.keys(vscode.settings)) {
     delete vscode.settings[key];
   }
@@ -162,7 +189,103 @@ test('the status bar shows the model and toggles ghost text in user settings', a
   assert.match(vscode.statusBar.text, /Fettle: local · 25% accepted/);
   await fettle.toggleGhostText();
   assert.deepEqual(vscode.calls.find((c) => c.api === 'configuration.update')?.args, ['completion.enabled', false, 1]);
+  // Back on: the `false` is removed (on is the default), not overwritten with `true`.
+  await fettle.toggleGhostText();
+  const updates = vscode.calls.filter((c) => c.api === 'configuration.update').map((c) => c.args);
+  assert.deepEqual(updates[1], ['completion.enabled', undefined, 1]);
+  assert.equal('completion.enabled' in vscode.settings, false);
   await fettle.stop();
+});
+
+test('the client never sends the whole settings section: the didChangeConfiguration middleware swallows it', async () => {
+  const sent: Sent[] = [];
+  await started({}, sent);
+  const options = (sent[0].params as { options: { middleware: { workspace: { didChangeConfiguration(sections: unknown, next: () => Promise<void>): Promise<void> } } } }).options;
+  let forwarded = false;
+  await options.middleware.workspace.didChangeConfiguration(['fettle'], async () => {
+    forwarded = true;
+  });
+  assert.equal(forwarded, false, 'the unfiltered section (defaults, extension-only keys) would override fettle.toml');
+});
+
+test('Fettle announces saveDocuments and saves the open documents the server names', async () => {
+  const sent: Sent[] = [];
+  await started({}, sent);
+  assert.deepEqual(registered.features, [fettleCapabilities]);
+  const capabilities: { experimental?: unknown } = {};
+  fettleCapabilities.fillClientCapabilities(capabilities as never);
+  assert.deepEqual(capabilities.experimental, { fettle: { saveDocuments: true } });
+  let saves = 0;
+  vscode.documents.push(
+    { uri: { toString: () => 'file:///ws/shop.py' }, save: async () => ++saves > 0 },
+    { uri: { toString: () => 'file:///ws/readonly.py' }, save: async () => false },
+  );
+  const save = registered.requestHandlers.get('fettle/saveDocuments');
+  const result = await save?.({ uris: ['file:///ws/shop.py', 'file:///ws/readonly.py', 'file:///ws/closed.py'] });
+  assert.deepEqual(result, {
+    saved: ['file:///ws/shop.py'],
+    failed: [
+      { uri: 'file:///ws/readonly.py', message: 'VS Code did not save it' },
+      { uri: 'file:///ws/closed.py', message: 'not open in VS Code' },
+    ],
+  });
+  assert.equal(saves, 1);
+});
+
+test("the server's questions are modal dialogs; the answer goes back", async () => {
+  const sent: Sent[] = [];
+  await started({}, sent);
+  const ask = registered.requestHandlers.get('window/showMessageRequest');
+  assert.ok(ask, 'a handler replaces the client\'s toast');
+  vscode.answers.message.push('Save and continue');
+  const answer = await ask({
+    type: 2,
+    message: 'shop.py has unsaved changes; save them first?',
+    actions: [{ title: 'Save and continue' }, { title: 'Leave this file alone' }],
+  });
+  assert.deepEqual(answer, { title: 'Save and continue' });
+  const shown = vscode.calls.find((c) => c.api === 'showWarningMessage');
+  assert.deepEqual(shown?.args, [
+    'shop.py has unsaved changes; save them first?',
+    { modal: true },
+    'Save and continue',
+    'Leave this file alone',
+  ]);
+  vscode.answers.message.push(undefined); // Escape
+  assert.equal(await ask({ type: 3, message: 'Run `make`?', actions: [{ title: 'Run' }] }), null);
+});
+
+test('where the cursor rests is reported (fettle/cursor) once it rests', async () => {
+  const sent: Sent[] = [];
+  await started({}, sent);
+  const document = { uri: { scheme: 'file', toString: () => 'file:///ws/shop.py' }, languageId: 'python' };
+  const moved = (line: number) =>
+    vscode.listeners.selection.forEach((l) => l({ textEditor: { document, selection: { active: { line, character: 4 } } } }));
+  moved(3);
+  moved(7); // before the first rested: only the last is reported
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  const reports = sent.filter((s) => s.method === 'fettle/cursor');
+  assert.deepEqual(reports, [
+    { method: 'fettle/cursor', params: { textDocument: { uri: 'file:///ws/shop.py' }, position: { line: 7, character: 4 } } },
+  ]);
+});
+
+test('without a server binary the status bar says so and leads to the log', async () => {
+  vscode.settings['server.path'] = '/nonexistent/fettle';
+  const fettle = new Fettle(context as never, output as never, output as never, KEYS, () => {
+    throw new Error('no client without a binary');
+  });
+  await fettle.start();
+  assert.match(vscode.statusBar.text, /Fettle: not running/);
+  assert.equal(vscode.statusBar.command, 'fettle.vscode.showLog');
+  assert.ok(vscode.calls.some((c) => c.api === 'showErrorMessage'));
+});
+
+test('a client that failed to start is stopped too', async () => {
+  const sent: Sent[] = [];
+  const fettle = await started({}, sent, false);
+  await fettle.stop();
+  assert.equal(registered.stops, 1);
 });
 
 test('Show Diff opens VS Code\'s diff editor: the file before the task against the file now', async () => {

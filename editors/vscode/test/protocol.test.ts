@@ -14,7 +14,8 @@ import { after, before, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { createMessageConnection, StreamMessageReader, StreamMessageWriter, type MessageConnection } from 'vscode-jsonrpc/node';
 
-import capabilities from './client-capabilities.json';
+import vscodeCapabilities from './client-capabilities.json';
+import { fettleCapabilities } from '../src/extension';
 import { chatArguments, fixArguments, rewriteArguments, taskArguments } from '../src/commands';
 import { serverSettings } from '../src/settings';
 
@@ -31,6 +32,10 @@ let version = 1;
 const events: { kind: string; text: string }[] = [];
 const progress: unknown[] = [];
 const stderr: string[] = [];
+const saveRequests: { uris: string[] }[] = [];
+/** What the client announces: vscode-languageclient's capabilities plus the extension's own. */
+const capabilities = structuredClone(vscodeCapabilities) as Record<string, unknown>;
+fettleCapabilities.fillClientCapabilities(capabilities as never);
 
 function startMock(script: object): Promise<{ process: ChildProcess; url: string }> {
   const file = path.join(root, '..', 'script.json');
@@ -122,6 +127,12 @@ before(async () => {
   connection.onRequest('client/registerCapability', () => null);
   connection.onRequest('workspace/applyEdit', (params: { edit: Parameters<typeof applyEdit>[0] }) => ({ applied: applyEdit(params.edit) }));
   connection.onRequest('window/showMessageRequest', () => null);
+  // The extension saves the buffer the server names (vscode's document.save()).
+  connection.onRequest('fettle/saveDocuments', (params: { uris: string[] }) => {
+    saveRequests.push(params);
+    writeFileSync(path.join(root, 'shop.py'), text);
+    return { saved: params.uris, failed: [] };
+  });
   connection.onNotification('fettle/taskEvent', (e: { kind: string; text: string }) => {
     events.push(e);
   });
@@ -219,9 +230,12 @@ test('Chat…: a task with progress and task events; Show Diff has a diff; Undo 
     command: 'fettle.chat',
     arguments: chatArguments('Make total() sum the items', uri, undefined),
     workDoneToken: 'fettle-vscode-2',
-  })) as { taskId: string; status: string; changedFiles: string[]; diff: string };
+  })) as { taskId: string; status: string; changedFiles: string[]; diff: string; editorNotes?: unknown[] };
   assert.equal(result.status, 'success', JSON.stringify(result) + stderr.join(''));
   assert.deepEqual(result.changedFiles, [uri]);
+  // The edited buffer was saved by the editor: no "save it yourself" note.
+  assert.ok(saveRequests.some((r) => r.uris.includes(uri)), JSON.stringify(saveRequests));
+  assert.deepEqual(result.editorNotes ?? [], [], JSON.stringify(result.editorNotes));
   assert.match(result.diff, /\+    return sum\(items\)/);
   assert.ok(events.some((e) => e.kind === 'tool_call'), JSON.stringify(events));
   assert.ok(progress.some((p) => (p as { token: string }).token === 'fettle-vscode-2'), 'progress on the command token');

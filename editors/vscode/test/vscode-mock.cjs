@@ -9,6 +9,9 @@ const answers = { inputBox: [], quickPick: [], message: [] };
 const settings = {};
 const editorState = { activeTextEditor: undefined };
 const statusBar = { text: '', tooltip: '', command: '', visible: false };
+const listeners = { selection: [], activeEditor: [] };
+const documents = [];
+const env = { remoteName: undefined };
 
 class EventEmitter {
   constructor() {
@@ -44,9 +47,19 @@ const window = {
     hide() { statusBar.visible = false; },
     dispose() {},
   }),
+  onDidChangeTextEditorSelection(listener) {
+    listeners.selection.push(listener);
+    return { dispose() {} };
+  },
+  onDidChangeActiveTextEditor(listener) {
+    listeners.activeEditor.push(listener);
+    return { dispose() {} };
+  },
   createOutputChannel: (name) => ({
     name,
     appendLine(line) { calls.push({ api: `output:${name}`, args: [line] }); },
+    error(line) { calls.push({ api: `output.error:${name}`, args: [line] }); },
+    warn(line) { calls.push({ api: `output.warn:${name}`, args: [line] }); },
     show() {},
     dispose() {},
   }),
@@ -65,7 +78,7 @@ const window = {
   },
   async showWarningMessage(...args) {
     calls.push({ api: 'showWarningMessage', args });
-    return undefined;
+    return answers.message.shift();
   },
   async showErrorMessage(...args) {
     calls.push({ api: 'showErrorMessage', args });
@@ -84,6 +97,7 @@ const files = {};
 const Uri = {
   joinPath: (base, ...parts) => Uri.file([base.path, ...parts].join('/')),
   file: (path) => ({ scheme: 'file', path, toString: () => `file://${path}` }),
+  parse: (text) => ({ scheme: text.split(':')[0], path: text.replace(/^file:\/\//, ''), toString: () => text }),
   from: ({ scheme, path, query }) => ({ scheme, path, query, toString: () => `${scheme}:${path}?${query}` }),
 };
 
@@ -94,15 +108,20 @@ const workspace = {
   },
   getConfiguration: () => ({
     get: (key) => settings[key],
-    inspect: (key) => (key in settings ? { globalValue: settings[key] } : undefined),
+    inspect: (key) => (key in settings ? { globalValue: settings[key] } : {}),
     async update(key, value, target) {
       calls.push({ api: 'configuration.update', args: [key, value, target] });
-      settings[key] = value;
+      if (value === undefined) {
+        delete settings[key];
+      } else {
+        settings[key] = value;
+      }
     },
   }),
   registerTextDocumentContentProvider: record('registerTextDocumentContentProvider', { dispose() {} }),
   onDidChangeConfiguration: record('onDidChangeConfiguration', { dispose() {} }),
   workspaceFolders: undefined,
+  textDocuments: documents,
 };
 
 const commands = {
@@ -113,7 +132,7 @@ const commands = {
 };
 
 const known = {
-  calls, answers, settings, editorState, statusBar, files, Uri,
+  calls, answers, settings, editorState, statusBar, files, Uri, listeners, documents, env,
   EventEmitter,
   StatusBarAlignment: { Left: 1, Right: 2 },
   ProgressLocation: { SourceControl: 1, Window: 10, Notification: 15 },

@@ -51,7 +51,7 @@ impl Score {
             parts.push(format!("{} checker error(s)", self.checker_errors));
         }
         if self.broken {
-            parts.push("the tests did not run to completion".to_owned());
+            parts.push("the test command failed without reporting test results".to_owned());
         } else {
             parts.push(format!("{} failed, {} passed", self.failed, self.passed));
         }
