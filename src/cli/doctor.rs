@@ -48,6 +48,10 @@ pub(super) fn run(path: Option<PathBuf>, no_probe: bool) -> i32 {
     println!();
     sandbox(layers.resolve().ok().map(|r| r.config.agent));
     println!();
+    if let Ok(resolved) = layers.resolve() {
+        checkers(&root, &resolved.config.check);
+        println!();
+    }
     println!("grammars:");
     for language in Language::ALL {
         let status = if crate::syntax::parse_str(*language, "", None).is_some() {
@@ -61,6 +65,30 @@ pub(super) fn run(path: Option<PathBuf>, no_probe: bool) -> i32 {
 }
 
 /// Whether the workspace's `fettle.toml` is trusted, and what is ignored while it is not.
+/// The checkers `fettle check`, the agent and on-save diagnostics would
+/// run here, and what is missing.
+fn checkers(root: &std::path::Path, check: &crate::config::CheckConfig) {
+    println!(
+        "checkers (check.enabled = {}, check.on_save = {}):",
+        check.enabled, check.on_save
+    );
+    let found = crate::agent::checkers::detect(root, check, &[], None);
+    if found.checkers.is_empty() && found.missing.is_empty() {
+        println!("  none for this folder (no Cargo.toml, go.mod, tsconfig.json, package.json or Python files, no check.commands)");
+    }
+    for checker in &found.checkers {
+        let from = if checker.configured {
+            "configured"
+        } else {
+            "detected"
+        };
+        println!("  {:<12} {} ({from})", checker.language, checker.command);
+    }
+    for missing in &found.missing {
+        println!("  {:<12} MISSING: {}", missing.language, missing.message());
+    }
+}
+
 fn trust_status(layers: &ConfigLayers, resolved: &crate::config::Resolved, root: &std::path::Path) {
     println!("workspace trust:");
     let file = crate::config::workspace_config_path(root);

@@ -23,67 +23,67 @@ use super::state::State;
 use crate::agent::checkers::{self, CheckDiagnostic, CheckReport, Environment, Severity};
 use crate::position::{PositionEncoding, TextPoint};
 
-/// What is published per file, by kind.
-#[derive(Default)]
-struct Published {
-    syntax: Vec<Diagnostic>,
-    /// By `(root, language)` run.
-    checker: BTreeMap<RunKey, Vec<Diagnostic>>,
-}
-
 type RunKey = (PathBuf, &'static str);
 
 #[derive(Default)]
 pub struct ChecksState {
-    published: Mutex<HashMap<Url, Published>>,
+    /// The checker diagnostics of each file (open or not), by the
+    /// `(folder, language)` run that reported them.
+    by_file: Mutex<HashMap<PathBuf, BTreeMap<RunKey, Vec<Diagnostic>>>>,
     /// The pending or running check per folder and language, with its id.
     running: Mutex<HashMap<RunKey, (u64, CancellationToken)>>,
     next_id: std::sync::atomic::AtomicU64,
     /// The files each run published diagnostics for, to clear them.
-    files_of_run: Mutex<HashMap<RunKey, HashSet<Url>>>,
+    files_of_run: Mutex<HashMap<RunKey, HashSet<PathBuf>>>,
 }
 
-/// Publishes `syntax` for `uri` with the file's checker diagnostics.
+impl ChecksState {
+    /// The checker diagnostics of `uri`'s file.
+    fn checker_diagnostics(&self, uri: &Url) -> Vec<Diagnostic> {
+        let Ok(path) = uri.to_file_path() else {
+            return Vec::new();
+        };
+        self.by_file
+            .lock()
+            .get(&path)
+            .map(|runs| runs.values().flatten().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Publishes `syntax` for the open document `uri`, with the file's checker
+/// diagnostics.
 pub async fn publish_syntax(
     state: &Arc<State>,
     uri: Url,
     syntax: Vec<Diagnostic>,
     version: Option<i32>,
 ) {
-    let merged = {
-        let mut published = state.checks.published.lock();
-        let entry = published.entry(uri.clone()).or_default();
-        entry.syntax = syntax;
-        merged(entry)
+    let Some(mut all) = state.documents.get_mut(&uri).map(|mut open| {
+        open.syntax_diagnostics = syntax.clone();
+        syntax
+    }) else {
+        return;
     };
-    send(state, uri, merged, version).await;
+    all.extend(state.checks.checker_diagnostics(&uri));
+    send(state, uri, all, version).await;
 }
 
 /// The document was closed: its syntax diagnostics go, the checker's
 /// (about the file on disk) stay.
 pub async fn closed(state: &Arc<State>, uri: Url) {
-    let merged = {
-        let mut published = state.checks.published.lock();
-        match published.get_mut(&uri) {
-            Some(entry) => {
-                entry.syntax.clear();
-                let merged = merged(entry);
-                if entry.checker.values().all(Vec::is_empty) {
-                    published.remove(&uri);
-                }
-                merged
-            }
-            None => Vec::new(),
-        }
-    };
-    state.client.publish_diagnostics(uri, merged, None).await;
+    let checker = state.checks.checker_diagnostics(&uri);
+    state.client.publish_diagnostics(uri, checker, None).await;
 }
 
-fn merged(entry: &Published) -> Vec<Diagnostic> {
-    let mut all = entry.syntax.clone();
-    for list in entry.checker.values() {
-        all.extend(list.iter().cloned());
-    }
+/// A file's whole list: its syntax diagnostics when open, and the checker's.
+fn merged(state: &State, uri: &Url) -> Vec<Diagnostic> {
+    let mut all = state
+        .documents
+        .get(uri)
+        .map(|open| open.syntax_diagnostics.clone())
+        .unwrap_or_default();
+    all.extend(state.checks.checker_diagnostics(uri));
     all
 }
 
@@ -235,42 +235,50 @@ async fn check(
 /// longer reports.
 async fn publish_report(state: &Arc<State>, key: &RunKey, report: &CheckReport) {
     let encoding = state.encoding();
-    let mut by_file: HashMap<Url, Vec<Diagnostic>> = HashMap::new();
+    let mut by_file: HashMap<PathBuf, Vec<Diagnostic>> = HashMap::new();
     for d in report.diagnostics() {
-        let Ok(uri) = Url::from_file_path(&d.path) else {
-            continue;
-        };
-        by_file.entry(uri).or_default().push(to_lsp(d, encoding));
+        by_file
+            .entry(d.path.clone())
+            .or_default()
+            .push(to_lsp(d, encoding));
     }
-    let now: HashSet<Url> = by_file.keys().cloned().collect();
+    let now: HashSet<PathBuf> = by_file.keys().cloned().collect();
     let before = state
         .checks
         .files_of_run
         .lock()
         .insert(key.clone(), now.clone())
         .unwrap_or_default();
-    let mut updates = Vec::new();
+    let mut touched: Vec<PathBuf> = before.difference(&now).cloned().collect();
     {
-        let mut published = state.checks.published.lock();
-        for uri in before.difference(&now) {
-            if let Some(entry) = published.get_mut(uri) {
-                entry.checker.remove(key);
-                updates.push((uri.clone(), merged(entry)));
+        let mut stored = state.checks.by_file.lock();
+        for path in &touched {
+            if let Some(runs) = stored.get_mut(path) {
+                runs.remove(key);
+                if runs.is_empty() {
+                    stored.remove(path);
+                }
             }
         }
-        for (uri, list) in by_file {
-            let entry = published.entry(uri.clone()).or_default();
-            entry.checker.insert(key.clone(), list);
-            updates.push((uri, merged(entry)));
+        for (path, list) in by_file {
+            stored
+                .entry(path.clone())
+                .or_default()
+                .insert(key.clone(), list);
+            touched.push(path);
         }
     }
     tracing::debug!(
         checkers = %report.names(),
-        files = updates.len(),
+        files = touched.len(),
         errors = report.errors(),
         "checker diagnostics published"
     );
-    for (uri, diagnostics) in updates {
+    for path in touched {
+        let Ok(uri) = Url::from_file_path(&path) else {
+            continue;
+        };
+        let diagnostics = merged(state, &uri);
         send(state, uri, diagnostics, None).await;
     }
 }

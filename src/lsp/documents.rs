@@ -162,9 +162,6 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken) {
         if cancel.is_cancelled() {
             return;
         }
-        if !state.documents.contains_key(&uri) {
-            return;
-        }
         super::checks::publish_syntax(&state, uri, diagnostics, Some(version)).await;
     });
 }

@@ -24,6 +24,9 @@ pub struct OpenDocument {
     analysis: CancellationToken,
     /// The document's revision, for whoever waits for a change to land.
     revision: watch::Sender<u64>,
+    /// The syntax diagnostics last published (sent again with the
+    /// checker's, which `lsp::checks` keeps per file).
+    pub syntax_diagnostics: Vec<tower_lsp::lsp_types::Diagnostic>,
 }
 
 impl OpenDocument {
@@ -35,6 +38,7 @@ impl OpenDocument {
             completion: Arc::default(),
             analysis: CancellationToken::new(),
             revision,
+            syntax_diagnostics: Vec::new(),
         }
     }
 

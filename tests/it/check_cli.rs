@@ -257,3 +257,29 @@ fn a_workspaces_checker_command_runs_in_the_sandbox() {
     );
     assert!(!target.exists(), "the checker wrote outside the workspace");
 }
+
+#[test]
+fn doctor_lists_the_checkers_it_would_run() {
+    let ws = crate_with("check_cli_doctor", "pub fn one() -> u32 {\n    1\n}\n");
+    std::fs::write(ws.path().join("tool.py"), "print(1)\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let out = fettle(
+        &["doctor", "--no-probe", ws.path().to_str().unwrap()],
+        cache.path(),
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("checkers (check.enabled = true, check.on_save = false):"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "rust         cargo check --quiet --all-targets --message-format=json (detected)"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("python "),
+        "a Python checker or what to install: {stdout}"
+    );
+}
