@@ -26,6 +26,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { findServer } from './binary';
+import { forwardLog } from './log';
 import {
   chatArguments,
   fixArguments,
@@ -181,6 +182,11 @@ export class Fettle {
         { language, scheme: 'untitled' },
       ]),
       outputChannel: this.output,
+      // Each server log line at its own level (the default logs stderr as errors).
+      stdioOptions: {
+        stdout: (input, channel) => forwardLog(input, channel),
+        stderr: (input, channel) => forwardLog(input, channel),
+      },
       initializationOptions: this.settings(),
       middleware: {
         workspace: {

@@ -2,9 +2,11 @@
 // the server's configuration, commands → their arguments, the status bar
 // from fettle/stats, and a task's diff read backwards.
 import assert from 'node:assert/strict';
+import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 
 import { findServer, type Probe } from '../src/binary';
+import { forwardLog, parseLogLine } from '../src/log';
 import { chatArguments, fixArguments, rewriteArguments, taskArguments, taskMessage } from '../src/commands';
 import { parseUnifiedDiff, reverseApply } from '../src/diff';
 import { serverSettings, type Inspected } from '../src/settings';
@@ -100,4 +102,29 @@ test("a task's diff read backwards gives the file before it", () => {
   assert.deepEqual(files.map((f) => f.path), ['shop.py']);
   assert.equal(reverseApply(after, files[0]), before);
   assert.throws(() => reverseApply(after.replace('sum(items)', 'len(items)'), files[0]), /changed since the task/);
+});
+
+test('server log lines keep their level; unknown shapes are errors', async () => {
+  assert.deepEqual(parseLogLine('2026-11-26T17:28:35.745180Z  INFO configuration applied'), {
+    level: 'info',
+    message: 'configuration applied',
+  });
+  assert.deepEqual(parseLogLine('2026-11-26T17:28:35.745180Z  WARN didChange ignored uri=file:///x'), {
+    level: 'warn',
+    message: 'didChange ignored uri=file:///x',
+  });
+  assert.deepEqual(parseLogLine('2026-11-26T17:28:35.745180Z DEBUG checker ran'), { level: 'debug', message: 'checker ran' });
+  assert.deepEqual(parseLogLine("thread 'main' panicked at src/x.rs:1:1"), {
+    level: 'error',
+    message: "thread 'main' panicked at src/x.rs:1:1",
+  });
+  const input = new PassThrough();
+  const seen: string[] = [];
+  const sink = Object.fromEntries(
+    ['error', 'warn', 'info', 'debug', 'trace'].map((level) => [level, (m: string) => seen.push(`${level}: ${m}`)]),
+  ) as never;
+  forwardLog(input, sink);
+  input.end('2026-11-26T17:28:35.745180Z ERROR model down\n\n2026-11-26T17:28:35.745180Z  INFO ready\n');
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.deepEqual(seen, ['error: model down', 'info: ready']);
 });
