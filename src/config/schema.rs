@@ -170,6 +170,11 @@ pub struct ModelConfig {
     /// Local model only: inference threads; 0 means one per CPU core.
     #[serde(default)]
     pub threads: u32,
+    /// Local model only: when its weights are the default model's and
+    /// missing, `fettle serve` and `fettle fix` install them (verified)
+    /// instead of only saying how.
+    #[serde(default = "default_true")]
+    pub auto_fetch: bool,
     /// Merged into every request body.
     #[serde(default)]
     pub extra_body: serde_json::Map<String, serde_json::Value>,
@@ -196,6 +201,9 @@ fn default_max_retries() -> u32 {
 fn default_context_tokens() -> u32 {
     4096
 }
+fn default_true() -> bool {
+    true
+}
 
 impl ModelConfig {
     /// A model of `provider` with every other field at its default.
@@ -215,6 +223,7 @@ impl ModelConfig {
             max_retries: default_max_retries(),
             context_tokens: default_context_tokens(),
             threads: 0,
+            auto_fetch: true,
             extra_body: serde_json::Map::new(),
         }
     }

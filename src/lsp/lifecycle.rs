@@ -50,6 +50,8 @@ pub async fn initialized(state: &Arc<State>, _: InitializedParams) {
     settings::apply(state).await;
     // From here on a configuration change that touches the index re-indexes.
     state.mark_initialized();
+    // Background work may start now: installing a missing embedded model.
+    settings::check_models(state).await;
     if !register_dynamic_capabilities(state).await {
         // Neovim on Linux, for one: without this, an edit to fettle.toml
         // made outside the editor would apply only after a restart.

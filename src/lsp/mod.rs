@@ -10,6 +10,7 @@ pub mod guard;
 mod index_queue;
 mod inline_completion;
 mod lifecycle;
+mod model_fetch;
 mod model_status;
 mod open_document;
 mod params;

@@ -120,7 +120,7 @@ pub async fn after_install(state: &Arc<State>, installed: &Installed) {
 /// Tells the user, once, when a model that a feature uses cannot work:
 /// the embedded model's weights are missing (naming `fettle model fetch`),
 /// a URL is invalid, a model name is unknown.
-async fn check_models(state: &Arc<State>) {
+pub async fn check_models(state: &Arc<State>) {
     let config = state.config();
     let models = state.models();
     let mut problems = Vec::new();
@@ -138,9 +138,20 @@ async fn check_models(state: &Arc<State>) {
         let problem = match models.get(name) {
             Err(e) => Some(e.to_string()),
             Ok(model) if model.config().provider == crate::config::Provider::Local => {
-                crate::model::local::check_weights(name, model.config())
-                    .err()
-                    .map(|e| e.to_string())
+                match crate::model::local::check_weights(name, model.config()) {
+                    Ok(_) => None,
+                    Err(e) => match crate::model::local::fetch::auto_fetch_target(model.config()) {
+                        // The default model, missing: installed once the
+                        // client is ready (its own progress and message).
+                        Some(dest) => {
+                            if state.initialized() {
+                                super::model_fetch::start(state, dest);
+                            }
+                            None
+                        }
+                        None => Some(e.to_string()),
+                    },
+                }
             }
             Ok(_) => None,
         };

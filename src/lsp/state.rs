@@ -64,6 +64,8 @@ pub struct State {
     pub warm: super::inline_completion::warm::WarmTimer,
     /// Published diagnostics by kind, and the on-save checker runs.
     pub checks: super::checks::ChecksState,
+    /// Model files this server installed or tried to (`model_fetch`).
+    pub model_fetches: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 /// A consistent copy of an open document, taken under the map's guard and
@@ -122,6 +124,7 @@ impl State {
             config_watch: Default::default(),
             warm: Default::default(),
             checks: Default::default(),
+            model_fetches: Default::default(),
         }
     }
 

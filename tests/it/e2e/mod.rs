@@ -14,6 +14,7 @@ mod emacs;
 mod inline_completion;
 mod lifecycle;
 mod logging;
+mod model_install;
 mod models;
 mod neovim;
 mod neovim_ghost;
