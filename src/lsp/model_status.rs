@@ -94,6 +94,7 @@ pub fn stats(state: &State) -> serde_json::Result<serde_json::Value> {
                     "generatedTokens": local.generated_tokens,
                     "prefillMs": local.prefill.as_secs_f64() * 1000.0,
                     "firstTokenMs": local.first_token.as_secs_f64() * 1000.0,
+                    "totalMs": local.total.as_secs_f64() * 1000.0,
                     "cancelledJobs": local.cancelled_jobs,
                     "warmedTokens": local.warmed_tokens,
                 }),

@@ -47,6 +47,7 @@ mod edit_engine;
 mod fim_templates;
 mod index;
 mod index_search;
+mod install_script;
 mod local_model;
 mod mock_server;
 mod model_fetch;
