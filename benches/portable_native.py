@@ -6,7 +6,7 @@ Usage: python3 benches/portable_native.py NAME=BINARY [NAME=BINARY ...] [--round
 
 For each binary, alternating, N rounds: a fresh server over real stdio
 framing, the default embedded model, one new document per request (so
-every prompt is evaluated from scratch, no KV cache reuse), 8 requests at
+every prompt is evaluated from scratch, no KV cache reuse; warm-ups off), 8 requests at
 different places of a 40-function Python file. From `fettle/stats`'
 `localModel` after each request: prompt tokens and prefill time (prompt
 evaluation speed), generated tokens and the rest of the model time (decode
@@ -40,7 +40,8 @@ class Server:
         self.request("initialize", {"processId": os.getpid(), "rootUri": uri,
             "workspaceFolders": [{"uri": uri, "name": "ws"}], "capabilities": {},
             "initializationOptions": {"completion": {"multiline": "always", "latency_target_ms": 60000,
-                                                       "max_prompt_tokens": 600, "debounce_ms": 0}}})
+                                                       "max_prompt_tokens": 600, "debounce_ms": 0,
+                                                       "warm_after_ms": 0}}})
         self.notify("initialized", {})
 
     def notify(self, method, params):
@@ -85,7 +86,7 @@ def round_of(binary, root, seed):
             server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
             lines = text.split("\n")
             server.request("textDocument/inlineCompletion", {"textDocument": {"uri": uri},
-                "position": {"line": len(lines) - 1, "character": len(lines[-1])}, "context": {"triggerKind": 1}})
+                "position": {"line": len(lines) - 1, "character": len(lines[-1])}, "context": {"triggerKind": 2}})
             local = (server.request("fettle/stats", {}) or {}).get("localModel") or {}
             if local.get("promptTokens"):
                 samples.append(local)
@@ -106,12 +107,14 @@ def main():
         s = [x for x in results[name] if x.get("prefillMs")]
         # The first request of each server also loads the weights: its
         # prefill is still only the prompt's, so every sample counts.
-        prefill = statistics.median(x["promptTokens"] / (x["prefillMs"] / 1000) for x in s)
+        # Tokens evaluated: the prompt less what the KV cache already had.
+        prefill = statistics.median((x["promptTokens"] - x.get("reusedTokens", 0)) / (x["prefillMs"] / 1000) for x in s)
+        reused = statistics.median(x.get("reusedTokens", 0) for x in s)
         first = statistics.median(x["firstTokenMs"] for x in s)
         tokens = statistics.median(x["promptTokens"] for x in s)
         decoding = [x for x in s if x.get("generatedTokens", 0) > 4 and x.get("totalMs", 0) > x["firstTokenMs"]]
         decode = statistics.median((x["generatedTokens"] - 1) / ((x["totalMs"] - x["firstTokenMs"]) / 1000) for x in decoding) if decoding else float("nan")
-        print(f"{name}: {os.path.getsize(binary) / 1e6:.0f} MB; {len(s)} requests; prompt {tokens:.0f} tokens: "
+        print(f"{name}: {os.path.getsize(binary) / 1e6:.0f} MB; {len(s)} requests; prompt {tokens:.0f} tokens ({reused:.0f} reused): "
               f"prefill {prefill:.0f} tok/s, first token {first:.0f} ms, decode {decode:.0f} tok/s (medians)")
 
 if __name__ == "__main__":

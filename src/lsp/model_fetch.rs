@@ -25,14 +25,13 @@ pub fn start(state: &Arc<State>, dest: PathBuf) {
     let state = state.clone();
     tokio::spawn(async move {
         tracing::info!(dest = %dest.display(), "installing the embedded model");
+        // Short: Neovim turns a message wider than the screen into a
+        // "Press ENTER" prompt. The path is in the log.
         state
             .client
             .show_message(
                 MessageType::INFO,
-                format!(
-                    "fettle: installing the embedded model (SmolLM2-135M, 98 MB) at {}; ghost text starts when it is ready",
-                    dest.display()
-                ),
+                "fettle: installing the embedded model (98 MB); ghost text starts when ready",
             )
             .await;
         let progress = Progress::begin(&state, "Fettle: installing the embedded model", None).await;
