@@ -11,7 +11,6 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::checkers::{self, detect, run_checkers, Environment};
-use crate::config::ConfigLayers;
 use crate::syntax::Language;
 
 #[derive(Debug, Args)]
@@ -45,22 +44,9 @@ pub fn run(args: CheckArgs) -> i32 {
         },
         None => None,
     };
-    let (layers, file_errors) = ConfigLayers::load_files(std::slice::from_ref(&root));
-    if !file_errors.is_empty() {
-        for error in &file_errors {
-            eprintln!("fettle: {error}");
-        }
-        return 2;
-    }
-    let config = match layers.resolve() {
-        Ok(resolved) => {
-            super::trust::warn_ignored(&resolved);
-            resolved.config
-        }
-        Err(err) => {
-            eprintln!("fettle: invalid configuration: {err}");
-            return 2;
-        }
+    let config = match super::load_config(&root) {
+        Ok(config) => config,
+        Err(code) => return code,
     };
     let hint: Vec<PathBuf> = file.iter().cloned().collect();
     let detected = detect(&root, &config.check, &hint, only);

@@ -18,7 +18,6 @@ use crate::agent::{run_task, CheckGoal, EventKind, TaskEnv, TaskEvent, TaskStatu
 
 /// The goal of `fettle fix --check`.
 const CHECK_GOAL: &str = "Make the project's checkers report no errors (and keep the tests passing). Call `diagnostics` to see them.";
-use crate::config::ConfigLayers;
 use crate::index::{IndexProgress, IndexSettings, WorkspaceIndex};
 use crate::model::{shorten_for_display, Models};
 
@@ -65,22 +64,9 @@ pub fn run(args: FixArgs) -> i32 {
     if args.undo {
         return undo(&root, args.task.as_deref(), args.force, args.json);
     }
-    let (layers, file_errors) = ConfigLayers::load_files(std::slice::from_ref(&root));
-    if !file_errors.is_empty() {
-        for error in &file_errors {
-            eprintln!("fettle: {error}");
-        }
-        return 2;
-    }
-    let config = match layers.resolve() {
-        Ok(resolved) => {
-            super::trust::warn_ignored(&resolved);
-            resolved.config
-        }
-        Err(err) => {
-            eprintln!("fettle: invalid configuration: {err}");
-            return 2;
-        }
+    let config = match super::load_config(&root) {
+        Ok(config) => config,
+        Err(code) => return code,
     };
     if args.max_iterations == Some(0) {
         eprintln!("fettle: --max-iterations must be greater than 0");

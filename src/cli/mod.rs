@@ -171,6 +171,29 @@ fn serve() -> i32 {
     code
 }
 
+/// The configuration for the workspace `root` (user and workspace files;
+/// ignored untrusted keys reported on stderr); exit code 2 when a file or
+/// the result is invalid, after saying why.
+fn load_config(root: &std::path::Path) -> Result<crate::config::Config, i32> {
+    let (layers, file_errors) = ConfigLayers::load_files(std::slice::from_ref(&root.to_path_buf()));
+    if !file_errors.is_empty() {
+        for error in &file_errors {
+            eprintln!("fettle: {error}");
+        }
+        return Err(2);
+    }
+    match layers.resolve() {
+        Ok(resolved) => {
+            trust::warn_ignored(&resolved);
+            Ok(resolved.config)
+        }
+        Err(err) => {
+            eprintln!("fettle: invalid configuration: {err}");
+            Err(2)
+        }
+    }
+}
+
 /// `path` (or the current directory), canonicalized; exit code 2 on failure.
 fn workspace_or_cwd(path: Option<PathBuf>) -> Result<PathBuf, i32> {
     let path = match path {

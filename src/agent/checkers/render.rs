@@ -20,6 +20,16 @@ fn relative(path: &Path, root: &Path) -> String {
         .into_owned()
 }
 
+/// `path:line:col`, 1-based, the column in characters.
+fn place(path: &Path, span: &super::Span, root: &Path) -> String {
+    format!(
+        "{}:{}:{}",
+        relative(path, root),
+        span.start.line + 1,
+        span.start.utf32 + 1
+    )
+}
+
 fn label(d: &CheckDiagnostic) -> String {
     match &d.code {
         Some(code) => format!("{}[{code}]", d.severity.as_str()),
@@ -93,14 +103,7 @@ impl CheckReport {
                     let _ = writeln!(out, "    | {}", shorten(code.trim_end(), MAX_CODE_LINE));
                 }
                 for r in d.related.iter().take(4) {
-                    let _ = writeln!(
-                        out,
-                        "    {}:{}:{}: {}",
-                        relative(&r.path, root),
-                        r.span.start.line + 1,
-                        r.span.start.utf32 + 1,
-                        r.message
-                    );
+                    let _ = writeln!(out, "    {}: {}", place(&r.path, &r.span, root), r.message);
                 }
             }
         }
@@ -121,22 +124,13 @@ impl CheckReport {
         for d in self.sorted() {
             let _ = writeln!(
                 out,
-                "{}:{}:{}: {}: {}",
-                relative(&d.path, root),
-                d.span.start.line + 1,
-                d.span.start.utf32 + 1,
+                "{}: {}: {}",
+                place(&d.path, &d.span, root),
                 label(d),
                 d.message.replace('\n', "\n    ")
             );
             for r in &d.related {
-                let _ = writeln!(
-                    out,
-                    "    {}:{}:{}: {}",
-                    relative(&r.path, root),
-                    r.span.start.line + 1,
-                    r.span.start.utf32 + 1,
-                    r.message
-                );
+                let _ = writeln!(out, "    {}: {}", place(&r.path, &r.span, root), r.message);
             }
         }
         for run in &self.runs {

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use serde::Deserialize;
 
-use super::{num, pattern, Parsed, RawDiagnostic, RawLocation, RawPoint};
+use super::{pattern, place, Parsed, RawDiagnostic};
 use crate::agent::checkers::Severity;
 
 static PLAIN: LazyLock<regex::Regex> = LazyLock::new(|| {
@@ -49,26 +49,16 @@ pub fn parse(output: &str) -> Parsed {
             }
             continue;
         }
-        let Some(caps) = PLAIN.captures(line) else {
+        let Some(location) = PLAIN.captures(line).and_then(|caps| {
+            let message = caps.name("msg").map_or("", |m| m.as_str()).to_owned();
+            place(&caps).map(|at| (at, message))
+        }) else {
             continue;
         };
-        let (Some(path), Some(row)) = (caps.name("path"), num(&caps, "line")) else {
-            continue;
-        };
-        parsed.diagnostics.push(RawDiagnostic {
-            locations: vec![RawLocation {
-                path: path.as_str().to_owned(),
-                start: RawPoint {
-                    line: row,
-                    column: num(&caps, "col"),
-                },
-                end: None,
-            }],
-            severity: Severity::Error,
-            code: None,
-            message: caps.name("msg").map_or("", |m| m.as_str()).to_owned(),
-            related: Vec::new(),
-        });
+        let (at, message) = location;
+        parsed
+            .diagnostics
+            .push(RawDiagnostic::at(at, Severity::Error, None, message));
     }
     parsed
 }
@@ -80,27 +70,15 @@ fn findings(parsed: &mut Parsed, packages: BTreeMap<String, Package>) {
             for finding in list {
                 match finding {
                     Finding::Diagnostic { posn, message } => {
-                        let Some(caps) = POSN.captures(&posn) else {
+                        let Some(at) = POSN.captures(&posn).and_then(|caps| place(&caps)) else {
                             continue;
                         };
-                        let (Some(path), Some(row)) = (caps.name("path"), num(&caps, "line"))
-                        else {
-                            continue;
-                        };
-                        parsed.diagnostics.push(RawDiagnostic {
-                            locations: vec![RawLocation {
-                                path: path.as_str().to_owned(),
-                                start: RawPoint {
-                                    line: row,
-                                    column: num(&caps, "col"),
-                                },
-                                end: None,
-                            }],
-                            severity: Severity::Warning,
-                            code: Some(analyzer.clone()),
+                        parsed.diagnostics.push(RawDiagnostic::at(
+                            at,
+                            Severity::Warning,
+                            Some(analyzer.clone()),
                             message,
-                            related: Vec::new(),
-                        });
+                        ));
                     }
                     Finding::Error { error } => parsed
                         .general

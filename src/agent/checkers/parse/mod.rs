@@ -103,6 +103,36 @@ pub fn parse(format: CheckFormat, output: &str) -> Parsed {
     }
 }
 
+impl RawDiagnostic {
+    /// A diagnostic at one place, with nothing related.
+    fn at(
+        location: RawLocation,
+        severity: Severity,
+        code: Option<String>,
+        message: String,
+    ) -> Self {
+        Self {
+            locations: vec![location],
+            severity,
+            code,
+            message,
+            related: Vec::new(),
+        }
+    }
+}
+
+/// The place a match's `path`, `line` and optional `col` groups name.
+fn place(caps: &regex::Captures<'_>) -> Option<RawLocation> {
+    Some(RawLocation {
+        path: caps.name("path")?.as_str().to_owned(),
+        start: RawPoint {
+            line: num(caps, "line")?,
+            column: num(caps, "col"),
+        },
+        end: None,
+    })
+}
+
 /// A number field of a regex match (the patterns only match digits).
 fn num(caps: &regex::Captures<'_>, name: &str) -> Option<u32> {
     caps.name(name)?.as_str().parse().ok()

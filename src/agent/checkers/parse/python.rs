@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use super::{num, pattern, Parsed, RawDiagnostic, RawLocation, RawPoint};
+use super::{num, pattern, place, Parsed, RawDiagnostic, RawLocation, RawPoint};
 use crate::agent::checkers::Severity;
 
 static PYFLAKES: LazyLock<regex::Regex> = LazyLock::new(|| {
@@ -45,7 +45,7 @@ pub fn parse_pyflakes(output: &str) -> Parsed {
         let Some(caps) = PYFLAKES.captures(line) else {
             continue;
         };
-        let (Some(path), Some(row)) = (caps.name("path"), num(&caps, "line")) else {
+        let Some(at) = place(&caps) else {
             continue;
         };
         let message = caps.name("msg").map_or("", |m| m.as_str()).to_owned();
@@ -55,20 +55,9 @@ pub fn parse_pyflakes(output: &str) -> Parsed {
         } else {
             Severity::Warning
         };
-        parsed.diagnostics.push(RawDiagnostic {
-            locations: vec![RawLocation {
-                path: path.as_str().to_owned(),
-                start: RawPoint {
-                    line: row,
-                    column: num(&caps, "col"),
-                },
-                end: None,
-            }],
-            severity,
-            code: None,
-            message,
-            related: Vec::new(),
-        });
+        parsed
+            .diagnostics
+            .push(RawDiagnostic::at(at, severity, None, message));
     }
     parsed
 }
