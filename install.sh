@@ -55,13 +55,12 @@ say "the embedded model (SmolLM2-135M-Instruct, 98 MB, checksum verified)"
 "$bin_dir/fettle" model fetch
 
 say "check: the embedded model answers"
-"$bin_dir/fettle" doctor "$PWD" | sed -n '/^models:/,/^$/p' | tee /tmp/fettle-install-doctor.$$ 
-if ! grep -q "ok:" /tmp/fettle-install-doctor.$$; then
-  rm -f /tmp/fettle-install-doctor.$$
+models="$("$bin_dir/fettle" doctor "$PWD" | sed -n '/^models:/,/^$/p')"
+echo "$models"
+if ! grep -q "ok:" <<<"$models"; then
   echo "FATAL: the embedded model did not answer (see above; \`fettle doctor\` for everything)" >&2
   exit 1
 fi
-rm -f /tmp/fettle-install-doctor.$$
 
 case ":$PATH:" in
   *":$bin_dir:"*) on_path="" ;;

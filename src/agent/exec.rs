@@ -57,6 +57,21 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The limits `[agent]` sets for tests, commands and checkers.
+    pub fn for_agent(config: &crate::config::AgentConfig) -> Self {
+        Self {
+            memory_bytes: config.memory_limit_mb.saturating_mul(1024 * 1024),
+            ..Self::default()
+        }
+    }
+}
+
+/// `text` as one `sh` word (single-quoted).
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
 #[derive(Clone, Debug)]
 pub struct CommandSpec {
     /// Run by `sh -c`.

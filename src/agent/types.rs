@@ -83,10 +83,7 @@ impl TaskSpec {
             allow_hardlinks: config.allow_hardlinks,
             test_timeout: Duration::from_secs(config.test_timeout_s),
             command_timeout: Duration::from_secs(config.command_timeout_s),
-            limits: crate::agent::exec::Limits {
-                memory_bytes: config.memory_limit_mb.saturating_mul(1024 * 1024),
-                ..Default::default()
-            },
+            limits: crate::agent::exec::Limits::for_agent(config),
             sandbox: None,
             unsaved_buffers: config.unsaved_buffers,
             checkers: Vec::new(),

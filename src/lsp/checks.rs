@@ -7,7 +7,7 @@
 //! whole list, so both kinds are kept here and sent together). Files that
 //! had checker diagnostics and have none now are cleared.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,8 +33,6 @@ pub struct ChecksState {
     /// The pending or running check per folder and language, with its id.
     running: Mutex<HashMap<RunKey, (u64, CancellationToken)>>,
     next_id: std::sync::atomic::AtomicU64,
-    /// The files each run published diagnostics for, to clear them.
-    files_of_run: Mutex<HashMap<RunKey, HashSet<PathBuf>>>,
 }
 
 impl ChecksState {
@@ -242,24 +240,16 @@ async fn publish_report(state: &Arc<State>, key: &RunKey, report: &CheckReport) 
             .or_default()
             .push(to_lsp(d, encoding));
     }
-    let now: HashSet<PathBuf> = by_file.keys().cloned().collect();
-    let before = state
-        .checks
-        .files_of_run
-        .lock()
-        .insert(key.clone(), now.clone())
-        .unwrap_or_default();
-    let mut touched: Vec<PathBuf> = before.difference(&now).cloned().collect();
+    let mut touched = Vec::new();
     {
         let mut stored = state.checks.by_file.lock();
-        for path in &touched {
-            if let Some(runs) = stored.get_mut(path) {
-                runs.remove(key);
-                if runs.is_empty() {
-                    stored.remove(path);
-                }
+        // Files this run reported before and not now: cleared.
+        stored.retain(|path, runs| {
+            if !by_file.contains_key(path) && runs.remove(key).is_some() {
+                touched.push(path.clone());
             }
-        }
+            !runs.is_empty()
+        });
         for (path, list) in by_file {
             stored
                 .entry(path.clone())

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fettle::agent::checkers::{
-    detect, run_checkers, CheckDiagnostic, CheckReport, CheckRun, Checker, RunSettings, Severity,
+    detect, run_checkers, CheckDiagnostic, CheckReport, CheckRun, Checker, RunSettings,
 };
 use fettle::agent::exec::Limits;
 use fettle::config::{CheckConfig, CheckFormat};
@@ -228,21 +228,30 @@ fn a_configured_command_replaces_detection_and_its_format_is_inferred() {
 
 #[test]
 fn a_missing_checker_is_reported_once_with_what_to_install() {
-    // Detection reads PATH; a tsconfig with no tsc anywhere on it.
-    let dir = project(&[("tsconfig.json", "{}")]);
-    let found = detect(dir.path(), &CheckConfig::default(), &[], None);
-    if fettle::agent::checkers::on_path("tsc") {
-        return; // installed globally here: nothing missing to report
-    }
-    let missing = &found.missing[0];
-    assert_eq!(missing.language, "typescript");
+    // `fettle check` with a PATH that has no tsc (CI installs one in its cache).
+    let dir = project(&[
+        ("tsconfig.json", "{}"),
+        ("src/a.ts", "export const a = 1;\n"),
+    ]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fettle"))
+        .arg("check")
+        .arg(dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env("XDG_CONFIG_HOME", dir.path().join("no-user-config"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "nothing ran: {stderr}");
     assert!(
-        missing
-            .message()
-            .contains("npm install --save-dev typescript"),
-        "{}",
-        missing.message()
+        stderr.contains("no checker for typescript found on PATH")
+            && stderr.contains("npm install --save-dev typescript"),
+        "{stderr}"
     );
+    // The editor and the agent are told once per process and language.
+    let missing = fettle::agent::checkers::Missing {
+        language: "lua",
+        hint: "install it".into(),
+    };
     assert!(missing.first_report());
     assert!(!missing.first_report(), "once per process");
 }
@@ -447,5 +456,4 @@ async fn a_clean_project_has_no_errors_and_a_broken_checker_says_so() {
     assert!(failure.contains("exited with 3"), "{failure}");
     assert!(failure.contains("something broke"), "{failure}");
     assert_eq!(report.errors(), 1);
-    let _ = Severity::Error;
 }

@@ -109,10 +109,7 @@ impl Environment {
         let sandbox = crate::agent::sandbox::from_config(&config.agent, root, None)?;
         Ok(Self {
             sandbox: sandbox.policy,
-            limits: crate::agent::exec::Limits {
-                memory_bytes: config.agent.memory_limit_mb.saturating_mul(1024 * 1024),
-                ..Default::default()
-            },
+            limits: crate::agent::exec::Limits::for_agent(&config.agent),
             allow_env: config.agent.allow_env.clone(),
             timeout: std::time::Duration::from_secs(config.check.timeout_s),
             notice: sandbox.notice,

@@ -116,7 +116,9 @@ pub async fn run_checkers(
             }
             let quoted: Vec<String> = chosen
                 .iter()
-                .map(|f| quote(&f.strip_prefix(settings.root).unwrap_or(f).to_string_lossy()))
+                .map(|f| {
+                    exec::shell_quote(&f.strip_prefix(settings.root).unwrap_or(f).to_string_lossy())
+                })
                 .collect();
             checker.command.replace(FILES, &quoted.join(" "))
         } else {
@@ -213,9 +215,4 @@ fn project_files(root: &Path, checker: &Checker) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
-}
-
-/// `text` as one shell word.
-fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
 }

@@ -596,7 +596,7 @@ impl Task {
 
 /// The test command narrowed to tests matching `filter`, in the runner's syntax.
 fn with_filter(command: &str, filter: &str) -> String {
-    let quoted = format!("'{}'", filter.replace('\'', "'\\''"));
+    let quoted = exec::shell_quote(filter);
     if command.contains("pytest") {
         format!("{command} -k {quoted}")
     } else if command.starts_with("go test") {

@@ -43,28 +43,11 @@ pub fn auto_fetch_target(config: &crate::config::ModelConfig) -> Option<PathBuf>
 pub const AUTO_FETCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(900);
 
 /// Installs the default model at `dest` from [`default_source`], within
-/// [`AUTO_FETCH_DEADLINE`]; one install per destination at a time in this
-/// process (a second caller gets an error saying one is running).
+/// [`AUTO_FETCH_DEADLINE`].
 pub async fn fetch_default(
     dest: &Path,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Fetched> {
-    static RUNNING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-    struct Claim(PathBuf);
-    impl Drop for Claim {
-        fn drop(&mut self) {
-            let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
-            running.retain(|p| *p != self.0);
-        }
-    }
-    {
-        let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
-        if running.iter().any(|p| p == dest) {
-            bail!("{} is already being installed", dest.display());
-        }
-        running.push(dest.to_path_buf());
-    }
-    let _claim = Claim(dest.to_path_buf());
     let opts = FetchOptions {
         source: default_source(),
         dest: dest.to_path_buf(),
