@@ -5,6 +5,11 @@
 //! overhead per completion (request received → response sent, minus the
 //! time waiting for the model, as the server measures it in `fettle/stats`),
 //! the client-side round trip, and typing-through cache hits.
+//! Then the round trip the editor sees in three situations (at once after
+//! an edit, idle, 200 ms after an edit), memory over 1,000 completions, and
+//! the mock's own round trip ([`round_trip`]); `-- --llm-ls PATH` runs the
+//! same against huggingface/llm-ls (`benches/llm_ls.sh` builds it), servers
+//! alternating. `-- --count N` sets the completions per situation (300).
 //! `-- --local` also measures the embedded model end to end: a cold
 //! completion, then one per keystroke while typing a line character by
 //! character.
@@ -16,6 +21,9 @@ mod harness;
 
 #[path = "common/latency.rs"]
 mod latency;
+
+#[path = "completion/round_trip.rs"]
+mod round_trip;
 
 use std::path::Path;
 use std::time::Instant;
@@ -34,11 +42,28 @@ const COMPLETIONS: usize = 300;
 const TYPING_HITS: usize = 200;
 
 fn main() -> Result<()> {
-    let local = std::env::args().any(|a| a == "--local");
+    let args: Vec<String> = std::env::args().collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+    };
+    let local = args.iter().any(|a| a == "--local");
+    let count = match value("--count") {
+        Some(n) => n.parse()?,
+        None => COMPLETIONS,
+    };
+    let mut servers = vec![round_trip::Server::Fettle];
+    if let Some(path) = value("--llm-ls") {
+        servers.push(round_trip::Server::LlmLs(path.into()));
+    }
     let tmp = tempfile::tempdir()?;
-    let root = tmp.path().canonicalize()?;
+    // The workspace one level down: llm-ls gets a home beside it.
+    let root = tmp.path().canonicalize()?.join("ws");
     let big = write_workspace(&root)?;
     mock_phase(&root, &big)?;
+    let mock = mock()?;
+    round_trip::run(&servers, &root, &big, BIG_LINES, &mock.server.url(), count)?;
     if local {
         local_phase(&root, &big)?;
     }

@@ -71,7 +71,23 @@ impl Lsp {
     /// [`Self::spawn_with`], with the variables in `remove` left out of the
     /// environment (e.g. the `FETTLE_LOG=debug` tests set by default).
     pub fn spawn_removing(args: &[&str], env: &[(&str, &str)], remove: &[&str]) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fettle"));
+        Self::spawn_program(
+            Path::new(env!("CARGO_BIN_EXE_fettle")),
+            args,
+            env,
+            remove,
+        )
+    }
+
+    /// Another language server (the benches compare with one), spawned
+    /// like Fettle.
+    pub fn spawn_program(
+        program: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        remove: &[&str],
+    ) -> Self {
+        let mut cmd = Command::new(program);
         cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -88,7 +104,9 @@ impl Lsp {
         for key in remove {
             cmd.env_remove(key);
         }
-        let mut child = cmd.spawn().expect("spawn fettle");
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout");
         let stderr_pipe = child.stderr.take().expect("stderr");
@@ -369,6 +387,11 @@ impl Lsp {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn close_stdin(&mut self) {

@@ -1,0 +1,353 @@
+//! The round trip an editor sees, side by side with another completion
+//! server (huggingface/llm-ls, when `--llm-ls PATH` names a build of it):
+//! the same workspace, the same open file, the same instant mock model, the
+//! same client, servers alternating, every situation run `ROUNDS` times.
+//!
+//! Situations (each completion at a fresh place, so no cache answers):
+//! - `at once`: an edit, then the request at once (syntax errors pile up:
+//!   each edit leaves an unfinished `let`);
+//! - `idle`: the request 250 ms after the last edit (background work after
+//!   an edit has settled), the line removed again afterwards (the file
+//!   stays clean);
+//! - `200 ms after an edit`: the same, 200 ms after the edit (where the
+//!   diagnostics reparse, 150 ms after an edit, may still run).
+//!
+//! Then memory: RSS before and after 1,000 more completions.
+//! The mock's own round trip (a direct request, streamed and not) is
+//! measured too, so it can be subtracted.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::harness::{file_uri, Lsp};
+use super::latency::{percentiles, report};
+use super::Result;
+
+const ROUNDS: usize = 2;
+const MEMORY_COMPLETIONS: usize = 1_000;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Situation {
+    AtOnce,
+    Idle,
+    AfterEdit200,
+}
+
+impl Situation {
+    fn label(self) -> &'static str {
+        match self {
+            Situation::AtOnce => "at once after an edit",
+            Situation::Idle => "idle (250 ms after the last edit)",
+            Situation::AfterEdit200 => "200 ms after an edit",
+        }
+    }
+
+    fn wait(self) -> Option<Duration> {
+        match self {
+            Situation::AtOnce => None,
+            Situation::Idle => Some(Duration::from_millis(250)),
+            Situation::AfterEdit200 => Some(Duration::from_millis(200)),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub enum Server {
+    Fettle,
+    LlmLs(PathBuf),
+}
+
+impl Server {
+    fn name(&self) -> &'static str {
+        match self {
+            Server::Fettle => "fettle",
+            Server::LlmLs(_) => "llm-ls",
+        }
+    }
+}
+
+/// One server, started, the big file open.
+struct Session {
+    server: Server,
+    lsp: Lsp,
+    uri: String,
+    version: i64,
+    mock_url: String,
+}
+
+impl Session {
+    fn start(server: &Server, root: &Path, big: &str, mock_url: &str) -> Session {
+        let mut lsp = match server {
+            Server::Fettle => {
+                let mut lsp = Lsp::spawn_with(&[], &[("FETTLE_LOG", "warn")]);
+                let options = json!({
+                    "models": { "mock": { "provider": "openai", "base_url": format!("{mock_url}/v1"),
+                                          "model": "starcoder2-3b", "fim_template": "starcoder", "max_retries": 0 } },
+                    "completion": { "model": "mock" },
+                });
+                lsp.initialize(root, Lsp::capabilities(&["utf-16"]), Some(options));
+                // The workspace index is built.
+                lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+                lsp
+            }
+            Server::LlmLs(path) => {
+                // Its log goes to ~/.cache/llm_ls: keep it out of the user's.
+                let home = root.parent().unwrap_or(root).join("llm-ls-home");
+                let home = home.to_string_lossy().into_owned();
+                let mut lsp = Lsp::spawn_program(path, &[], &[("HOME", &home)], &[]);
+                lsp.initialize(root, Lsp::capabilities(&["utf-16"]), None);
+                lsp
+            }
+        };
+        let uri = file_uri(&root.join("src/big.rs"));
+        lsp.open(&uri, "rust", big);
+        Session {
+            server: server.clone(),
+            lsp,
+            uri,
+            version: 1,
+            mock_url: mock_url.to_string(),
+        }
+    }
+
+    fn insert(&mut self, line: usize, text: &str) {
+        self.version += 1;
+        self.lsp.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": self.uri, "version": self.version },
+                    "contentChanges": [ { "range": { "start": { "line": line, "character": 0 },
+                                                     "end": { "line": line, "character": 0 } }, "text": text } ] }),
+        );
+    }
+
+    fn remove_line(&mut self, line: usize) {
+        self.version += 1;
+        self.lsp.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": self.uri, "version": self.version },
+                    "contentChanges": [ { "range": { "start": { "line": line, "character": 0 },
+                                                     "end": { "line": line + 1, "character": 0 } }, "text": "" } ] }),
+        );
+    }
+
+    /// One completion at (line, character); the client-side round trip.
+    fn complete(&mut self, line: usize, character: usize) -> Result<Duration> {
+        let (method, params) = match &self.server {
+            Server::Fettle => (
+                "textDocument/inlineCompletion",
+                json!({ "textDocument": { "uri": self.uri }, "position": { "line": line, "character": character },
+                        "context": { "triggerKind": 2 } }),
+            ),
+            // What llm.nvim sends (starcoder FIM tokens; no tokenizer, so the
+            // window is in bytes: 4096 bytes ≈ Fettle's 1,024 tokens).
+            Server::LlmLs(_) => (
+                "llm-ls/getCompletions",
+                json!({ "textDocument": { "uri": self.uri }, "position": { "line": line, "character": character },
+                        "ide": "neovim", "model": "starcoder2-3b", "backend": "openai",
+                        "url": format!("{}/v1/completions", self.mock_url),
+                        "fim": { "enabled": true, "prefix": "<fim_prefix>", "middle": "<fim_middle>", "suffix": "<fim_suffix>" },
+                        "tokensToClear": ["<|endoftext|>"], "contextWindow": 4096,
+                        "tlsSkipVerifyInsecure": false, "requestBody": { "max_tokens": 60, "temperature": 0.2 } }),
+            ),
+        };
+        let started = Instant::now();
+        let result = self
+            .lsp
+            .request(method, params)
+            .map_err(|e| format!("{} {method} failed: {e}", self.server.name()))?;
+        let took = started.elapsed();
+        let answered = match self.server {
+            Server::Fettle => result["items"].as_array().map_or(0, Vec::len),
+            Server::LlmLs(_) => result["completions"].as_array().map_or(0, Vec::len),
+        };
+        if answered == 0 {
+            return Err(format!(
+                "{}: no completion at {line}:{character}: {result}",
+                self.server.name()
+            )
+            .into());
+        }
+        Ok(took)
+    }
+
+    /// Resident and peak memory, in MB.
+    fn memory(&self) -> (f64, f64) {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.lsp.pid())).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+                .map_or(f64::NAN, |kb| kb / 1024.0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    fn stop(mut self) -> Result<()> {
+        let name = self.server.name();
+        if let Server::LlmLs(_) = self.server {
+            // tower-lsp (which llm-ls uses as is) refuses `"params": null`.
+            let id = json!(1_000_000);
+            self.lsp
+                .send(&json!({ "jsonrpc": "2.0", "id": id, "method": "shutdown" }));
+            self.lsp.response(&id);
+            self.lsp
+                .send(&json!({ "jsonrpc": "2.0", "method": "exit" }));
+            // It goes on until its input ends.
+            self.lsp.close_stdin();
+            self.lsp.wait_exit();
+            return Ok(());
+        }
+        let status = self.lsp.shutdown_and_exit();
+        if !status.success() {
+            return Err(format!("{name} exited with {status}").into());
+        }
+        Ok(())
+    }
+}
+
+/// The places completions happen: the start of a function body, spread
+/// over the file (`lines` lines of 6-line functions).
+fn place(i: usize, lines: usize) -> usize {
+    1 + (i * 97 % (lines / 6 - 1)) * 6
+}
+
+fn run_situation(
+    session: &mut Session,
+    situation: Situation,
+    count: usize,
+    lines: usize,
+) -> Result<Vec<Duration>> {
+    let mut samples = Vec::with_capacity(count);
+    for i in 0..count {
+        let line = place(i, lines);
+        let typed = format!("    let v{i} = \n");
+        session.insert(line, &typed);
+        if let Some(wait) = situation.wait() {
+            std::thread::sleep(wait);
+        }
+        samples.push(session.complete(line, typed.len() - 1)?);
+        if situation != Situation::AtOnce {
+            session.remove_line(line);
+        }
+    }
+    Ok(samples)
+}
+
+/// Everything, for each server; prints the tables.
+pub fn run(
+    servers: &[Server],
+    root: &Path,
+    big: &str,
+    lines: usize,
+    mock_url: &str,
+    count: usize,
+) -> Result<()> {
+    direct_mock(mock_url)?;
+    for situation in [Situation::AtOnce, Situation::Idle, Situation::AfterEdit200] {
+        println!(
+            "== round trip, client side: {} ({count} completions per server per round)",
+            situation.label()
+        );
+        for round in 0..ROUNDS {
+            // Alternate who goes first.
+            let mut order: Vec<&Server> = servers.iter().collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for server in order {
+                let mut session = Session::start(server, root, big, mock_url);
+                let (rss_before, _) = session.memory();
+                let samples = run_situation(&mut session, situation, count, lines)?;
+                let (rss_after, peak) = session.memory();
+                report(
+                    &format!("{} round {}", server.name(), round + 1),
+                    samples,
+                );
+                println!(
+                    "    RSS {rss_before:.1} → {rss_after:.1} MB (peak {peak:.1} MB)"
+                );
+                if let Server::Fettle = server {
+                    fettle_breakdown(&mut session)?;
+                }
+                session.stop()?;
+            }
+        }
+    }
+    println!("== memory: {MEMORY_COMPLETIONS} completions after 20 to warm up");
+    for server in servers {
+        let mut session = Session::start(server, root, big, mock_url);
+        run_situation(&mut session, Situation::AtOnce, 20, lines)?;
+        let (before, _) = session.memory();
+        let started = Instant::now();
+        run_situation(&mut session, Situation::AtOnce, MEMORY_COMPLETIONS, lines)?;
+        let (after, peak) = session.memory();
+        println!(
+            "  {}: RSS {before:.1} → {after:.1} MB (growth {:+.1} MB, peak {peak:.1} MB) in {:.1} s",
+            server.name(),
+            after - before,
+            started.elapsed().as_secs_f64()
+        );
+        session.stop()?;
+    }
+    Ok(())
+}
+
+/// Where Fettle's time went, from `fettle/stats`.
+fn fettle_breakdown(session: &mut Session) -> Result<()> {
+    let stats = session
+        .lsp
+        .request("fettle/stats", json!({}))
+        .map_err(|e| e.to_string())?;
+    percentiles("    server: request in → response out", &stats["endToEndMs"]);
+    percentiles("    server: waiting for the model", &stats["modelMs"]);
+    if let Some(stages) = stats["stagesMs"].as_object() {
+        for (stage, p) in stages {
+            percentiles(&format!("      {stage}"), p);
+        }
+    }
+    Ok(())
+}
+
+/// The mock's own round trip from this process: what any server must spend
+/// at least to reach it (reqwest, keep-alive, loopback).
+fn direct_mock(mock_url: &str) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    println!("== the mock model, asked directly (reqwest, keep-alive, 300 requests each)");
+    for stream in [false, true] {
+        let body = json!({ "model": "starcoder2-3b", "prompt": "<fim_prefix>fn main() {\n    let v = <fim_suffix>\n}<fim_middle>",
+                           "max_tokens": 60, "temperature": 0.2, "stream": stream });
+        let mut samples = Vec::new();
+        for i in 0..320 {
+            let started = Instant::now();
+            let text = runtime.block_on(async {
+                client
+                    .post(format!("{mock_url}/v1/completions"))
+                    .json(&body)
+                    .send()
+                    .await?
+                    .text()
+                    .await
+            })?;
+            if i >= 20 {
+                samples.push(started.elapsed());
+            }
+            if !text.contains("saturating_mul") {
+                return Err(format!("the mock answered {text}").into());
+            }
+        }
+        let label = if stream {
+            "streamed (SSE), to the last byte"
+        } else {
+            "not streamed"
+        };
+        report(label, samples);
+    }
+    Ok(())
+}
