@@ -9,7 +9,9 @@
 //! an edit, idle, 200 ms after an edit), memory over 1,000 completions, and
 //! the mock's own round trip ([`round_trip`]); `-- --llm-ls PATH` runs the
 //! same against huggingface/llm-ls (`benches/llm_ls.sh` builds it), servers
-//! alternating. `-- --count N` sets the completions per situation (300).
+//! alternating. `-- --count N` sets the completions per situation (300);
+//! `-- --only at-once|idle|after-edit|memory` runs one of them;
+//! `-- --round-trip-only` skips the server-overhead and typing phases.
 //! `-- --local` also measures the embedded model end to end: a cold
 //! completion, then one per keystroke while typing a line character by
 //! character.
@@ -61,9 +63,20 @@ fn main() -> Result<()> {
     // The workspace one level down: llm-ls gets a home beside it.
     let root = tmp.path().canonicalize()?.join("ws");
     let big = write_workspace(&root)?;
-    mock_phase(&root, &big)?;
+    if !args.iter().any(|a| a == "--round-trip-only") {
+        mock_phase(&root, &big)?;
+    }
     let mock = mock()?;
-    round_trip::run(&servers, &root, &big, BIG_LINES, &mock.server.url(), count)?;
+    let only = value("--only").map(String::as_str);
+    round_trip::run(
+        &servers,
+        &root,
+        &big,
+        BIG_LINES,
+        &mock.server.url(),
+        count,
+        only,
+    )?;
     if local {
         local_phase(&root, &big)?;
     }

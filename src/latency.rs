@@ -12,6 +12,10 @@ const WINDOW: usize = 2000;
 pub struct Samples(VecDeque<f64>);
 
 impl Samples {
+    pub const fn new() -> Self {
+        Samples(VecDeque::new())
+    }
+
     pub fn push(&mut self, d: Duration) {
         if self.0.len() == WINDOW {
             self.0.pop_front();

@@ -27,6 +27,10 @@ use super::Result;
 
 const ROUNDS: usize = 2;
 const MEMORY_COMPLETIONS: usize = 1_000;
+/// In the memory run, every this many completions one comes after a pause
+/// long enough for the diagnostics and index refresh after an edit.
+const PAUSE_EVERY: usize = 20;
+const PAUSE_MS: u64 = 1_300;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Situation {
@@ -36,6 +40,15 @@ pub enum Situation {
 }
 
 impl Situation {
+    /// For `--only`.
+    fn key(self) -> &'static str {
+        match self {
+            Situation::AtOnce => "at-once",
+            Situation::Idle => "idle",
+            Situation::AfterEdit200 => "after-edit",
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Situation::AtOnce => "at once after an edit",
@@ -245,9 +258,13 @@ pub fn run(
     lines: usize,
     mock_url: &str,
     count: usize,
+    only: Option<&str>,
 ) -> Result<()> {
     direct_mock(mock_url)?;
-    for situation in [Situation::AtOnce, Situation::Idle, Situation::AfterEdit200] {
+    let situations = [Situation::AtOnce, Situation::Idle, Situation::AfterEdit200]
+        .into_iter()
+        .filter(|s| only.is_none_or(|only| s.key() == only));
+    for situation in situations {
         println!(
             "== round trip, client side: {} ({count} completions per server per round)",
             situation.label()
@@ -263,13 +280,8 @@ pub fn run(
                 let (rss_before, _) = session.memory();
                 let samples = run_situation(&mut session, situation, count, lines)?;
                 let (rss_after, peak) = session.memory();
-                report(
-                    &format!("{} round {}", server.name(), round + 1),
-                    samples,
-                );
-                println!(
-                    "    RSS {rss_before:.1} → {rss_after:.1} MB (peak {peak:.1} MB)"
-                );
+                report(&format!("{} round {}", server.name(), round + 1), samples);
+                println!("    RSS {rss_before:.1} → {rss_after:.1} MB (peak {peak:.1} MB)");
                 if let Server::Fettle = server {
                     fettle_breakdown(&mut session)?;
                 }
@@ -277,13 +289,25 @@ pub fn run(
             }
         }
     }
-    println!("== memory: {MEMORY_COMPLETIONS} completions after 20 to warm up");
+    if only.is_some_and(|only| only != "memory") {
+        return Ok(());
+    }
+    println!(
+        "== memory: {MEMORY_COMPLETIONS} completions after 20 to warm up (at once after an edit; \
+         every {PAUSE_EVERY}th after a {PAUSE_MS} ms pause, so background work after edits runs too)"
+    );
     for server in servers {
         let mut session = Session::start(server, root, big, mock_url);
         run_situation(&mut session, Situation::AtOnce, 20, lines)?;
         let (before, _) = session.memory();
         let started = Instant::now();
-        run_situation(&mut session, Situation::AtOnce, MEMORY_COMPLETIONS, lines)?;
+        for batch in 0..MEMORY_COMPLETIONS / PAUSE_EVERY {
+            run_situation(&mut session, Situation::AtOnce, PAUSE_EVERY - 1, lines)?;
+            session.insert(place(batch, lines), "    let pause = \n");
+            std::thread::sleep(Duration::from_millis(PAUSE_MS));
+            let line = place(batch, lines);
+            session.complete(line, "    let pause = ".len())?;
+        }
         let (after, peak) = session.memory();
         println!(
             "  {}: RSS {before:.1} → {after:.1} MB (growth {:+.1} MB, peak {peak:.1} MB) in {:.1} s",
@@ -302,12 +326,14 @@ fn fettle_breakdown(session: &mut Session) -> Result<()> {
         .lsp
         .request("fettle/stats", json!({}))
         .map_err(|e| e.to_string())?;
-    percentiles("    server: request in → response out", &stats["endToEndMs"]);
+    percentiles(
+        "    server: request in → response out",
+        &stats["endToEndMs"],
+    );
     percentiles("    server: waiting for the model", &stats["modelMs"]);
-    if let Some(stages) = stats["stagesMs"].as_object() {
-        for (stage, p) in stages {
-            percentiles(&format!("      {stage}"), p);
-        }
+    for stage in stats["stagesMs"].as_array().into_iter().flatten() {
+        let name = stage["stage"].as_str().unwrap_or("?");
+        percentiles(&format!("      {name}"), stage);
     }
     Ok(())
 }
@@ -320,8 +346,23 @@ fn direct_mock(mock_url: &str) -> Result<()> {
         .build()?;
     let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
     println!("== the mock model, asked directly (reqwest, keep-alive, 300 requests each)");
-    for stream in [false, true] {
-        let body = json!({ "model": "starcoder2-3b", "prompt": "<fim_prefix>fn main() {\n    let v = <fim_suffix>\n}<fim_middle>",
+    // A prompt the size of a completion's (Fettle's 1,024-token window).
+    let big_prompt = format!(
+        "<fim_prefix>{}<fim_suffix>\n}}<fim_middle>",
+        "    let total = a + b;\n".repeat(180)
+    );
+    for (stream, prompt) in [
+        (false, "small"),
+        (true, "small"),
+        (false, "4 KB"),
+        (true, "4 KB"),
+    ] {
+        let text = if prompt == "small" {
+            "<fim_prefix>fn main() {\n    let v = <fim_suffix>\n}<fim_middle>"
+        } else {
+            big_prompt.as_str()
+        };
+        let body = json!({ "model": "starcoder2-3b", "prompt": text,
                            "max_tokens": 60, "temperature": 0.2, "stream": stream });
         let mut samples = Vec::new();
         for i in 0..320 {
@@ -342,12 +383,31 @@ fn direct_mock(mock_url: &str) -> Result<()> {
                 return Err(format!("the mock answered {text}").into());
             }
         }
-        let label = if stream {
+        let how = if stream {
             "streamed (SSE), to the last byte"
         } else {
             "not streamed"
         };
-        report(label, samples);
+        report(&format!("{how}, {prompt} prompt"), samples);
     }
+    // As a server asks after the user paused: the machine idle before each.
+    let body = json!({ "model": "starcoder2-3b", "prompt": big_prompt,
+                       "max_tokens": 60, "temperature": 0.2, "stream": true });
+    let mut samples = Vec::new();
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(250));
+        let started = Instant::now();
+        runtime.block_on(async {
+            client
+                .post(format!("{mock_url}/v1/completions"))
+                .json(&body)
+                .send()
+                .await?
+                .text()
+                .await
+        })?;
+        samples.push(started.elapsed());
+    }
+    report("streamed, 4 KB prompt, each after 250 ms idle", samples);
     Ok(())
 }

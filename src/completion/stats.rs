@@ -2,7 +2,7 @@
 //! shown, what was accepted, cache hits, and latency split into the
 //! server's own overhead and the time spent waiting for the model.
 use std::collections::VecDeque;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -10,6 +10,78 @@ use crate::latency::{Percentiles, Samples};
 
 /// Ids of shown suggestions remembered for acceptance.
 const SHOWN_IDS: usize = 512;
+
+/// The engine's stages of a completion that asked the model, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Request in → the text at the cursor, the trigger's decision, the cache key.
+    Locate,
+    /// The prompt: context gathered, laid out, redacted.
+    Context,
+    /// The model task spawned → running.
+    Spawn,
+    /// The HTTP request built (body serialized) and handed to the client.
+    Send,
+    /// Sent → the response's headers.
+    FirstByte,
+    /// Headers → the last piece of the answer needed.
+    Stream,
+    /// The answer cleaned up into a suggestion.
+    Postprocess,
+    /// The model task finished → the request resumed.
+    Join,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 8] = [
+        Stage::Locate,
+        Stage::Context,
+        Stage::Spawn,
+        Stage::Send,
+        Stage::FirstByte,
+        Stage::Stream,
+        Stage::Postprocess,
+        Stage::Join,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Locate => "locate",
+            Stage::Context => "context",
+            Stage::Spawn => "spawn",
+            Stage::Send => "send",
+            Stage::FirstByte => "firstByte",
+            Stage::Stream => "stream",
+            Stage::Postprocess => "postprocess",
+            Stage::Join => "join",
+        }
+    }
+}
+
+/// How long each stage of one request took (the stages it reached).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StageTimes([Option<Duration>; Stage::ALL.len()]);
+
+impl StageTimes {
+    pub fn set(&mut self, stage: Stage, took: Duration) {
+        self.0[stage as usize] = Some(took);
+    }
+
+    /// The time from `from` to `to`, when both are known.
+    pub fn between(&mut self, stage: Stage, from: Option<Instant>, to: Option<Instant>) {
+        if let (Some(from), Some(to)) = (from, to) {
+            self.set(stage, to.saturating_duration_since(from));
+        }
+    }
+}
+
+/// One stage's percentiles in `fettle/stats`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StageReport {
+    pub stage: &'static str,
+    #[serde(flatten)]
+    pub ms: Percentiles,
+}
 
 /// How one completion request ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +109,7 @@ pub struct Stats {
     model: Samples,
     total: Samples,
     cache_hit: Samples,
+    stages: [Samples; Stage::ALL.len()],
     shown_ids: VecDeque<String>,
 }
 
@@ -61,12 +134,22 @@ pub struct Report {
     pub end_to_end_ms: Percentiles,
     /// Request received → response sent, for answers from the cache.
     pub cache_hit_ms: Percentiles,
+    /// Where the time of the requests that asked the model went, stage by
+    /// stage in order (the protocol layer adds its own around these).
+    pub stages_ms: Vec<StageReport>,
 }
 
 impl Stats {
     /// Records a finished request. `model` is the time spent waiting for
-    /// the model; `total` the whole request.
-    pub fn record(&mut self, outcome: Outcome, total: Duration, model: Duration) {
+    /// the model; `total` the whole request; `stages` its breakdown (kept
+    /// for answers from the model only).
+    pub fn record(
+        &mut self,
+        outcome: Outcome,
+        total: Duration,
+        model: Duration,
+        stages: &StageTimes,
+    ) {
         self.requests += 1;
         match outcome {
             Outcome::Shown { from_cache } => {
@@ -84,6 +167,13 @@ impl Stats {
         }
         if outcome == (Outcome::Shown { from_cache: true }) {
             self.cache_hit.push(total);
+        }
+        if outcome == (Outcome::Shown { from_cache: false }) {
+            for (samples, took) in self.stages.iter_mut().zip(stages.0) {
+                if let Some(took) = took {
+                    samples.push(took);
+                }
+            }
         }
         self.total.push(total);
         self.server.push(total.saturating_sub(model));
@@ -126,6 +216,14 @@ impl Stats {
             model_ms: self.model.percentiles(),
             end_to_end_ms: self.total.percentiles(),
             cache_hit_ms: self.cache_hit.percentiles(),
+            stages_ms: Stage::ALL
+                .iter()
+                .zip(&self.stages)
+                .map(|(stage, samples)| StageReport {
+                    stage: stage.name(),
+                    ms: samples.percentiles(),
+                })
+                .collect(),
         }
     }
 }
@@ -144,10 +242,16 @@ mod tests {
                 },
                 Duration::from_millis(i + 10),
                 Duration::from_millis(10),
+                &StageTimes::default(),
             );
             s.shown_id(format!("c{i}"));
         }
-        s.record(Outcome::Cancelled, Duration::from_secs(9), Duration::ZERO);
+        s.record(
+            Outcome::Cancelled,
+            Duration::from_secs(9),
+            Duration::ZERO,
+            &StageTimes::default(),
+        );
         assert!(s.accept("c5"));
         assert!(!s.accept("c5"), "counted once");
         assert!(!s.accept("nope"));

@@ -1,7 +1,7 @@
 //! Index writes from handlers, applied one at a time in arrival order.
 //!
 //! Handlers enqueue synchronously (before any `.await`), and one worker
-//! applies the updates on the blocking pool. Spawning a blocking task per
+//! applies the updates on the background thread ([`crate::background`]). Spawning a blocking task per
 //! event instead would let a "created" and a "deleted" event for the same
 //! file land in either order.
 
@@ -57,7 +57,8 @@ pub fn spawn_worker(state: Weak<State>, mut rx: mpsc::UnboundedReceiver<IndexUpd
                 batch.push(more);
             }
             let Some(state) = state.upgrade() else { return };
-            let result = tokio::task::spawn_blocking(move || {
+            // In the background: a request never waits behind an update.
+            let result = crate::background::run(move || {
                 let index = state.index();
                 for update in batch {
                     match update {
@@ -79,8 +80,8 @@ pub fn spawn_worker(state: Weak<State>, mut rx: mpsc::UnboundedReceiver<IndexUpd
                 }
             })
             .await;
-            if let Err(err) = result {
-                tracing::error!(%err, "applying index updates failed");
+            if result.is_none() {
+                tracing::error!("applying index updates failed");
             }
         }
     });

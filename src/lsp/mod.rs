@@ -55,21 +55,28 @@ pub async fn serve_stdio() -> i32 {
     }
     let (service, socket) = builder.finish();
     let service = guard::Guarded::new(service, lifecycle.clone());
-    let transport = transport::spawn(tokio::io::stdin(), tokio::io::stdout());
-    let serve = tower_lsp::Server::new(transport.server_input, transport.server_output, socket)
-        .serve(service);
-    tokio::pin!(serve);
-    let input_closed = transport.input_closed;
+    let transport = transport::spawn(
+        transport::stdio::stdin(),
+        transport::stdio::stdout(),
+        service,
+        socket,
+    );
+    let transport::Transport {
+        mut served,
+        input_closed,
+        writer,
+        finish,
+    } = transport;
     tokio::select! {
-        () = &mut serve => tracing::info!("input closed"),
+        _ = &mut served => tracing::info!("input closed"),
         () = lifecycle.exited() => tracing::info!("exit received"),
         _ = input_closed => {
-            // tower-lsp's `serve` waits for every handler, and one waiting
-            // on the client (`workspace/configuration`, an approval) never
-            // ends now: give the others a moment to answer, then stop.
-            // Ending the process ends a running task's commands too (their
-            // sandbox runner holds a lifeline to this process).
-            if tokio::time::timeout(EOF_GRACE, &mut serve).await.is_err() {
+            // Handlers still running get a moment to answer, but one
+            // waiting on the client (`workspace/configuration`, an
+            // approval) never ends now: then stop anyway. Ending the
+            // process ends a running task's commands too (their sandbox
+            // runner holds a lifeline to this process).
+            if tokio::time::timeout(EOF_GRACE, &mut served).await.is_err() {
                 tracing::warn!("input closed with requests still pending; exiting anyway");
             } else {
                 tracing::info!("input closed");
@@ -77,7 +84,8 @@ pub async fn serve_stdio() -> i32 {
         }
     }
     // Let what is already written reach the client, but never hang on it.
-    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), transport.writer).await;
+    finish.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), writer).await;
     let code = lifecycle.exit_code();
     tracing::info!(code, "stopping");
     code

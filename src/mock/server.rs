@@ -41,6 +41,8 @@ struct State {
     requests: Vec<RecordedRequest>,
     /// Requests recorded so far; the current one's number is its id seed.
     seq: u64,
+    /// Connections accepted so far (clients that reuse theirs open few).
+    connections: usize,
 }
 
 struct Shared {
@@ -125,6 +127,11 @@ impl MockServer {
         self.shared.lock().requests.clone()
     }
 
+    /// How many connections clients have opened so far.
+    pub fn connections(&self) -> usize {
+        self.shared.lock().connections
+    }
+
     /// Appends a response to the script.
     pub fn push(&self, response: ScriptedResponse) {
         self.shared.lock().responses.push(response);
@@ -156,6 +163,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut signal: wat
                 continue;
             }
         };
+        shared.lock().connections += 1;
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "mock: cannot set TCP_NODELAY");
         }

@@ -156,16 +156,18 @@ impl Endpoint {
                 }
             }
             request = request.headers(extra);
+            super::timing::mark_sent();
             let err = match tokio::time::timeout(self.first_byte_timeout, request.send()).await {
                 Err(_) => self.timeout(url, "answer", "timeout_ms", self.first_byte_timeout),
                 Ok(Err(e)) => self.transport_error(url, &e),
                 Ok(Ok(resp)) if resp.status().is_success() => {
+                    super::timing::mark_headers();
                     return Ok(Response {
                         inner: resp,
                         deadline: started + self.total_timeout,
                         endpoint: self.clone(),
                         url: url.to_string(),
-                    })
+                    });
                 }
                 Ok(Ok(resp)) => self.status_error(url, resp, attempt, body).await,
             };

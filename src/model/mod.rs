@@ -11,6 +11,7 @@ pub(crate) mod http;
 pub mod local;
 mod provider;
 mod providers;
+pub mod timing;
 pub mod tokens;
 mod types;
 
@@ -118,6 +119,34 @@ impl Model {
             Some(deadline) => self.fim_within(req, deadline),
             None => self.provider.fim(req),
         }
+    }
+    /// Lets a stream whose answer is no longer needed (a single-line
+    /// completion has its line) run to its end in the background for a
+    /// moment, so its HTTP/1.1 connection goes back to the pool instead of
+    /// being closed: the next completion then skips a connect, and over
+    /// HTTPS a TLS handshake. A server still generating when the moment is
+    /// up is stopped by closing (what dropping the stream did at once
+    /// before): briefly on plain HTTP (a local server's one slot should
+    /// not spend long on text nobody reads; reconnecting costs little),
+    /// longer over HTTPS (a hosted model generates in parallel, and a new
+    /// handshake costs the next request tens of milliseconds). The embedded
+    /// model is stopped at once.
+    pub fn release(&self, mut stream: TextStream) {
+        let grace = match self.config.provider {
+            ProviderKind::Local => return,
+            _ if self
+                .config
+                .effective_base_url()
+                .is_some_and(|u| u.starts_with("https:")) =>
+            {
+                Duration::from_secs(2)
+            }
+            _ => Duration::from_millis(20),
+        };
+        tokio::spawn(async move {
+            let drained = async { while futures::StreamExt::next(&mut stream).await.is_some() {} };
+            let _ = tokio::time::timeout(grace, drained).await;
+        });
     }
     /// This model with every request (`fim` and `chat`) bounded by
     /// `deadline` (see [`Model::fim_within`]); `None`: only the model's own

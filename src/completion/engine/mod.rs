@@ -33,7 +33,7 @@ use url::Url;
 
 use super::cache::{Cached, CompletionCache, Key};
 use super::secrets::RedactorCache;
-use super::stats::{Outcome, Report, Stats};
+use super::stats::{Outcome, Report, Stage, StageTimes, Stats};
 use super::trigger::{self, Decision};
 use crate::config::CompletionConfig;
 use crate::index::WorkspaceIndex;
@@ -156,10 +156,12 @@ impl Engine {
     pub async fn complete(self: &Arc<Self>, request: Request, env: Env<'_>) -> Vec<Suggestion> {
         let started = Instant::now();
         let ticket = request.document.state.begin();
-        let (outcome, model_time, suggestions) = self.run(&request, &env, &ticket).await;
+        let mut stages = StageTimes::default();
+        let (outcome, model_time, suggestions) =
+            self.run(&request, &env, &ticket, &mut stages).await;
         self.stats
             .lock()
-            .record(outcome, started.elapsed(), model_time);
+            .record(outcome, started.elapsed(), model_time, &stages);
         suggestions
     }
 
@@ -168,7 +170,9 @@ impl Engine {
         request: &Request,
         env: &Env<'_>,
         ticket: &tokio_util::sync::CancellationToken,
+        stages: &mut StageTimes,
     ) -> (Outcome, Duration, Vec<Suggestion>) {
+        let started = Instant::now();
         let none = |outcome, waited| (outcome, waited, Vec::new());
         let document = &request.document;
         // No completion inside a secret file: its text would be the prompt.
@@ -207,6 +211,7 @@ impl Engine {
         let Some(at) = self.locate(request, env.config).await else {
             return none(Outcome::Error, Duration::ZERO);
         };
+        stages.set(Stage::Locate, started.elapsed());
         let Located {
             text,
             cursor,
@@ -287,10 +292,12 @@ impl Engine {
             multiline,
             stop,
         };
+        let building = Instant::now();
         let built = prompt::build(self, request, env, &model, &text, target);
         let Some(fim) = built.await else {
             return none(Outcome::Error, Duration::ZERO);
         };
+        stages.set(Stage::Context, building.elapsed());
         if ticket.is_cancelled() {
             return none(Outcome::Cancelled, Duration::ZERO);
         }
@@ -334,9 +341,13 @@ impl Engine {
             let task_key = key.clone();
             let task_text = Arc::clone(&text);
             let task = tokio::spawn(async move {
-                let outcome = sample(&model, fim, multiline, std::future::pending())
+                let mut times = TaskTimes::start();
+                let marks = times.http.clone();
+                let sampled = sample(&model, fim, multiline, std::future::pending());
+                let outcome = crate::model::timing::recorded(marks, sampled)
                     .await
                     .map(|raw| {
+                        times.streamed = Some(Instant::now());
                         let done = finish(&task_text, cursor, &raw, multiline, max_lines);
                         if let Ok(done) = &done {
                             engine.cache.lock().insert(task_key, done.clone());
@@ -344,7 +355,8 @@ impl Engine {
                         (raw, done)
                     });
                 let _ = done_tx.send(true);
-                outcome
+                times.finished = Some(Instant::now());
+                (outcome, times)
             });
             document.state.set_inflight(InFlight {
                 key: key.clone(),
@@ -353,8 +365,11 @@ impl Engine {
             });
             tokio::select! {
                 joined = task => match joined {
-                    Ok(Ok(answer)) => answers.push(answer),
-                    Ok(Err(outcome)) => return none(outcome, model_started.elapsed()),
+                    Ok((Ok(answer), times)) => {
+                        times.record(model_started, stages);
+                        answers.push(answer);
+                    }
+                    Ok((Err(outcome), _)) => return none(outcome, model_started.elapsed()),
                     Err(_) => return none(Outcome::Cancelled, model_started.elapsed()),
                 },
                 () = ticket.cancelled() => {
@@ -521,6 +536,36 @@ impl Engine {
                 }
             })
             .collect()
+    }
+}
+
+/// When the model task of an automatic request reached each point.
+struct TaskTimes {
+    polled: Instant,
+    http: crate::model::timing::SharedMarks,
+    streamed: Option<Instant>,
+    finished: Option<Instant>,
+}
+
+impl TaskTimes {
+    fn start() -> Self {
+        TaskTimes {
+            polled: Instant::now(),
+            http: Default::default(),
+            streamed: None,
+            finished: None,
+        }
+    }
+
+    /// The model's stages, `spawned` being when the task was spawned.
+    fn record(&self, spawned: Instant, stages: &mut StageTimes) {
+        let http = *self.http.lock();
+        stages.between(Stage::Spawn, Some(spawned), Some(self.polled));
+        stages.between(Stage::Send, Some(self.polled), http.sent);
+        stages.between(Stage::FirstByte, http.sent, http.headers);
+        stages.between(Stage::Stream, http.headers, self.streamed);
+        stages.between(Stage::Postprocess, self.streamed, self.finished);
+        stages.between(Stage::Join, self.finished, Some(Instant::now()));
     }
 }
 

@@ -13,6 +13,9 @@ use crate::model::{FimRequest, Model, ModelError};
 
 pub(super) type PostResult = Result<Cached, postprocess::Rejected>;
 
+/// Lines before and after the cursor that tell the file's indentation.
+const INDENT_LINES: usize = 400;
+
 /// The completion model, its requests bounded by `completion.deadline_ms`
 /// (0: only the model's own limits). Not the embedded model: it has no
 /// retries or servers to wait for, its first request loads the weights,
@@ -42,7 +45,12 @@ pub(super) fn finish(
         line_suffix: text[cursor..line_end].trim_end_matches('\r'),
         following: &following[..window_end(following, 50)],
         preceding: &text[window_start(&text[..line_start], 50)..line_start],
-        indent: IndentStyle::detect(text),
+        // From the lines around the cursor: scanning a whole big file on
+        // every completion cost more than the rest of postprocessing.
+        indent: IndentStyle::detect(
+            &text[window_start(&text[..line_start], INDENT_LINES)
+                ..line_end + window_end(&text[line_end..], INDENT_LINES)],
+        ),
         multiline,
         max_lines,
     };
@@ -69,9 +77,10 @@ pub(super) async fn sample(
                 None => return Ok(raw),
                 Some(Ok(piece)) => {
                     raw.push_str(&piece);
-                    // Single-line: the first line is all we keep, so stop
-                    // paying for the rest (dropping the stream cancels it).
+                    // Single-line: the first line is all we keep; the rest
+                    // is not waited for (see `Model::release`).
                     if !multiline && first_line_done(&raw) {
+                        model.release(stream);
                         return Ok(raw);
                     }
                 }

@@ -103,9 +103,18 @@ fn env<'a>(state: &'a Arc<State>, config: &'a crate::config::Config) -> Env<'a> 
     }
 }
 
-/// `fettle/stats`.
+/// `fettle/stats`: the engine's numbers, its stages between the protocol
+/// layer's (reading, parsing, dispatching before; the whole handler,
+/// serializing, writing after).
 pub fn stats(state: &State) -> Report {
-    state.completion.stats()
+    let mut report = state.completion.stats();
+    let (before, after) = super::transport::timing::report();
+    report.stages_ms = before
+        .into_iter()
+        .chain(report.stages_ms)
+        .chain(after)
+        .collect();
+    report
 }
 
 /// `fettle.acceptCompletion`.

@@ -1,28 +1,47 @@
-//! Framing between stdio and tower-lsp.
+//! Framing between stdio and tower-lsp's service, and the loop that serves it.
 //!
-//! tower-lsp's reader stops for good after the first message it cannot decode
-//! (tokio-util's `FramedRead` ends the stream after a decoder error), so bad
-//! input from a client would silently kill the session. This layer reads the
-//! frames itself ([`reader`]: it recovers from a wrong `Content-Length` and
-//! from junk between frames), answers malformed JSON with a parse error
-//! (`-32700`) and non-JSON-RPC values with an invalid-request error
-//! (`-32600`, echoing the id exactly as the client wrote it), and hands only
-//! well-formed messages to tower-lsp. Output from tower-lsp and from this
-//! layer goes through one writer, a whole frame at a time, so frames never
+//! tower-lsp's own `Server` is not used: its reader stops for good after the
+//! first message it cannot decode (so bad input from a client would silently
+//! kill the session), and each message crossed three tasks and two in-memory
+//! pipes on its way in and out. Here one task reads frames itself
+//! ([`reader`]: it recovers from a wrong `Content-Length` and from junk
+//! between frames), parses each body once, answers malformed JSON with a
+//! parse error (`-32700`) and non-JSON-RPC values with an invalid-request
+//! error (`-32600`, echoing the id exactly as the client wrote it), and
+//! calls the service (tower-lsp's router, behind [`super::guard`]). Each
+//! handler's synchronous start runs right away, in arrival order (a
+//! notification's state change lands before the next message is handled,
+//! as under tower-lsp); the rest of it runs as its own task, in parallel
+//! with the others. Answers, and the server's own requests and
+//! notifications, are serialized where they are made (framed in place, no
+//! copy) and written by one writer, a whole frame per write, so frames never
 //! interleave on stdout; a frame over the output limit is never written: its
-//! request is answered with an error instead.
+//! request is answered with an error instead. stdin and stdout are watched
+//! by the runtime's reactor ([`stdio`]), not read on the blocking pool.
 
 mod raw_id;
 mod reader;
+pub mod stdio;
+pub mod timing;
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::{Sink, StreamExt};
+use parking_lot::Mutex;
+use serde::Serialize;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, DuplexStream};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tower_lsp::jsonrpc::{Request, Response};
+use tokio_util::sync::CancellationToken;
+use tower::Service;
+use tower_lsp::jsonrpc::{Error, ErrorCode, Request, Response};
+use tower_lsp::{ClientSocket, ExitedError};
 
 use raw_id::raw_id;
 use reader::{Frame, FrameReader};
+use timing::Stage;
 
 /// Largest body accepted; anything bigger is a broken or hostile client.
 const MAX_BODY_BYTES: usize = 256 << 20;
@@ -30,91 +49,189 @@ const MAX_BODY_BYTES: usize = 256 << 20;
 /// error response (clients choke on such frames, and no answer Fettle gives
 /// should be that big).
 pub const MAX_OUTPUT_BYTES: usize = 64 << 20;
-/// Room in the pipes between this layer and tower-lsp.
-const PIPE_BYTES: usize = 1 << 20;
-/// How much of each end of an oversized frame is kept to find its id.
-const KEEP_ENDS: usize = 4 << 10;
+/// Room kept before a serialized body for its header, which is written in
+/// front of it in place: `Content-Length: ` + 20 digits + `\r\n\r\n`.
+const HEADER_ROOM: usize = 40;
+/// The request whose stages `fettle/stats` breaks down.
+const TIMED_METHOD: &str = "textDocument/inlineCompletion";
 
-type Frames = mpsc::UnboundedSender<Vec<u8>>;
-
-pub struct Transport {
-    /// What tower-lsp reads.
-    pub server_input: DuplexStream,
-    /// What tower-lsp writes.
-    pub server_output: DuplexStream,
-    /// Ends once everything tower-lsp and this layer wrote has reached stdout.
-    pub writer: JoinHandle<()>,
-    /// Resolves when the client's input has ended (EOF or a read error).
-    pub input_closed: oneshot::Receiver<()>,
+/// A frame for the writer: `buf[start..]`.
+struct Outgoing {
+    buf: Vec<u8>,
+    start: usize,
+    /// When it was handed over, for the requests whose stages are timed.
+    queued: Option<Instant>,
 }
 
-pub fn spawn<I, O>(stdin: I, stdout: O) -> Transport
-where
-    I: AsyncRead + Unpin + Send + 'static,
-    O: AsyncWrite + Unpin + Send + 'static,
-{
-    let (server_input, to_server) = tokio::io::duplex(PIPE_BYTES);
-    let (server_output, from_server) = tokio::io::duplex(PIPE_BYTES);
-    let (out_tx, out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let (in_tx, in_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let (closed_tx, input_closed) = oneshot::channel();
-
-    // The relay holds only a weak sender, so the end of the client's input
-    // still ends tower-lsp's input.
-    tokio::spawn(relay_server(from_server, out_tx.clone(), in_tx.downgrade()));
-    tokio::spawn(read_client(stdin, in_tx, out_tx, closed_tx));
-    tokio::spawn(write_server(to_server, in_rx));
-    let writer = tokio::spawn(write_stdout(stdout, out_rx));
-    Transport {
-        server_input,
-        server_output,
-        writer,
-        input_closed,
+impl Outgoing {
+    fn untimed(buf: Vec<u8>) -> Self {
+        Outgoing {
+            buf,
+            start: 0,
+            queued: None,
+        }
     }
 }
 
+type Out = mpsc::UnboundedSender<Outgoing>;
+/// tower-lsp's sink for the client's answers to the server's requests.
+type Responses = Arc<Mutex<std::pin::Pin<Box<dyn Sink<Response, Error = ExitedError> + Send>>>>;
+
+pub struct Transport {
+    /// Ends once the client's input has ended and every handler has answered.
+    pub served: JoinHandle<()>,
+    /// Resolves when the client's input has ended (EOF or a read error).
+    pub input_closed: oneshot::Receiver<()>,
+    /// The writer: once `finish` is cancelled, ends when what was queued
+    /// has been written.
+    pub writer: JoinHandle<()>,
+    pub finish: CancellationToken,
+}
+
+/// Serves `service` over `stdin`/`stdout`; the server's own messages come
+/// from `socket`.
+pub fn spawn<I, O, S>(stdin: I, stdout: O, service: S, socket: ClientSocket) -> Transport
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+    S: Service<Request, Response = Option<Response>, Error = ExitedError> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    let (out, out_rx) = mpsc::unbounded_channel::<Outgoing>();
+    let (closed_tx, input_closed) = oneshot::channel();
+    let (requests, responses) = socket.split();
+    let responses: Responses = Arc::new(Mutex::new(Box::pin(responses)));
+    let finish = CancellationToken::new();
+    let writer = tokio::spawn(write_stdout(stdout, out_rx, finish.clone()));
+    tokio::spawn(forward_server_messages(
+        requests,
+        out.clone(),
+        responses.clone(),
+    ));
+    let served = tokio::spawn(read_client(stdin, service, out, responses, closed_tx));
+    Transport {
+        served,
+        input_closed,
+        writer,
+        finish,
+    }
+}
+
+/// A whole frame for `body`.
 pub fn frame(body: &[u8]) -> Vec<u8> {
     let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
     out.extend_from_slice(body);
     out
 }
 
-async fn read_client<I: AsyncRead + Unpin>(
+/// `message` serialized with room for its header in front; `None` if it
+/// could not be serialized.
+fn serialize(message: &impl Serialize) -> Option<Vec<u8>> {
+    let mut buf = Vec::with_capacity(256);
+    buf.resize(HEADER_ROOM, 0);
+    match serde_json::to_writer(&mut buf, message) {
+        Ok(()) => Some(buf),
+        Err(err) => {
+            tracing::error!(%err, "could not serialize a message");
+            None
+        }
+    }
+}
+
+/// The frame for a body serialized by [`serialize`]: the header written in
+/// the room before it.
+fn framed_in_place(mut buf: Vec<u8>) -> Outgoing {
+    let header = format!("Content-Length: {}\r\n\r\n", buf.len() - HEADER_ROOM);
+    let start = HEADER_ROOM - header.len();
+    buf[start..HEADER_ROOM].copy_from_slice(header.as_bytes());
+    Outgoing {
+        buf,
+        start,
+        queued: None,
+    }
+}
+
+async fn read_client<I, S>(
     stdin: I,
-    to_server: Frames,
-    to_client: Frames,
+    mut service: S,
+    out: Out,
+    responses: Responses,
     closed: oneshot::Sender<()>,
-) {
+) where
+    I: AsyncRead + Unpin,
+    S: Service<Request, Response = Option<Response>, Error = ExitedError>,
+    S::Future: Send + 'static,
+{
+    // Each handler task holds a sender; `recv` ends when all are gone.
+    let (alive, mut all_done) = mpsc::channel::<()>(1);
     let mut reader = FrameReader::new(stdin);
     loop {
         let body = match reader.next(MAX_BODY_BYTES).await {
             Frame::Body(body) => body,
             Frame::Bad(why) => {
                 tracing::error!(%why, "malformed input skipped");
-                let _ = to_client.send(error_frame("null", -32700, &format!("Parse error: {why}")));
+                let _ = out.send(error_frame("null", -32700, &format!("Parse error: {why}")));
                 continue;
             }
             Frame::TooLarge(length) => {
                 let why =
                     format!("Content-Length {length} exceeds the limit of {MAX_BODY_BYTES} bytes");
                 tracing::error!(%why, "message skipped");
-                let _ = to_client.send(error_frame("null", -32700, &format!("Parse error: {why}")));
+                let _ = out.send(error_frame("null", -32700, &format!("Parse error: {why}")));
                 // The length cannot be trusted: look for the next header.
                 reader.reject(&[]);
                 continue;
             }
             Frame::Eof => break,
         };
-        match check_message(&body) {
-            Ok(()) => {
-                if to_server.send(frame(&body)).is_err() {
-                    break; // tower-lsp has stopped: the session is over.
+        let read = reader.started().map(|t| t.elapsed());
+        let parsing = Instant::now();
+        match decode(&body) {
+            Ok(Incoming::Request(request)) => {
+                let timed = request.id().is_some() && request.method() == TIMED_METHOD;
+                if timed {
+                    if let Some(read) = read {
+                        timing::record(Stage::Read, read);
+                    }
+                    timing::record(Stage::Parse, parsing.elapsed());
+                }
+                if futures::future::poll_fn(|cx| service.poll_ready(cx))
+                    .await
+                    .is_err()
+                {
+                    tracing::info!("the server has exited; no more input is read");
+                    break;
+                }
+                let dispatching = Instant::now();
+                let answer = service.call(request);
+                if timed {
+                    timing::record(Stage::Dispatch, dispatching.elapsed());
+                }
+                let out = out.clone();
+                let alive = alive.clone();
+                let started = Instant::now();
+                let mut handler = Box::pin(async move {
+                    let answer = answer.await;
+                    if timed {
+                        timing::record(Stage::Handler, started.elapsed());
+                    }
+                    // Err: the server has exited (the process is ending).
+                    if let Ok(Some(response)) = answer {
+                        send_response(&out, &response, timed);
+                    }
+                    drop(alive);
+                });
+                // Its synchronous start now, in arrival order; the rest as
+                // its own task.
+                if futures::poll!(handler.as_mut()).is_pending() {
+                    tokio::spawn(handler);
                 }
             }
+            Ok(Incoming::Response(response)) => deliver(&responses, response),
             Err(Rejected::NotJson(err)) => {
                 tracing::error!(%err, "invalid JSON; looking for the next header");
                 let message = format!("Parse error: invalid JSON: {err}");
-                let _ = to_client.send(error_frame("null", -32700, &message));
+                let _ = out.send(error_frame("null", -32700, &message));
                 // Most likely a wrong Content-Length: the next message may
                 // start inside this body, or this body may go on after it.
                 reader.reject(&body);
@@ -124,12 +241,108 @@ async fn read_client<I: AsyncRead + Unpin>(
                 let message = "Invalid request: not a JSON-RPC 2.0 request, notification or \
                                response (ids must be strings or integers that fit in 64 bits)";
                 tracing::error!(%id, "rejected a message that is not JSON-RPC");
-                let _ = to_client.send(error_frame(id, -32600, message));
+                let _ = out.send(error_frame(id, -32600, message));
             }
         }
     }
     tracing::info!("client input ended");
     let _ = closed.send(());
+    drop(alive);
+    let _ = all_done.recv().await;
+}
+
+/// An answer to a request of the server's, for the handler waiting on it.
+fn deliver(responses: &Responses, response: Response) {
+    let mut sink = responses.lock();
+    let mut cx = std::task::Context::from_waker(futures::task::noop_waker_ref());
+    // tower-lsp's sink is always ready (it files the answer at once) until
+    // the server has exited.
+    let ready = sink.as_mut().poll_ready(&mut cx);
+    if !matches!(ready, std::task::Poll::Ready(Ok(()))) {
+        tracing::debug!("an answer from the client after the server exited");
+        return;
+    }
+    if sink.as_mut().start_send(response).is_err() {
+        tracing::debug!("an answer from the client after the server exited");
+    }
+}
+
+fn send_response(out: &Out, response: &Response, timed: bool) {
+    let serializing = Instant::now();
+    let Some(buf) = serialize(response) else {
+        let id = serde_json::to_string(response.id()).unwrap_or_else(|_| "null".to_owned());
+        let _ = out.send(error_frame(
+            &id,
+            -32603,
+            "the answer could not be serialized",
+        ));
+        return;
+    };
+    let length = buf.len() - HEADER_ROOM;
+    let mut frame = if length > MAX_OUTPUT_BYTES {
+        too_large_response(length, response)
+    } else {
+        framed_in_place(buf)
+    };
+    if timed {
+        timing::record(Stage::Serialize, serializing.elapsed());
+        frame.queued = Some(Instant::now());
+    }
+    let _ = out.send(frame);
+}
+
+/// The error that replaces a response too big to write.
+fn too_large_response(length: usize, response: &Response) -> Outgoing {
+    let message = too_large("response", length);
+    let id = serde_json::to_string(response.id()).unwrap_or_else(|_| "null".to_owned());
+    tracing::error!(%message, bytes = length, %id, "not writing an oversized response");
+    error_frame(&id, -32603, &message)
+}
+
+fn too_large(what: &str, length: usize) -> String {
+    const MB: usize = 1 << 20;
+    format!(
+        "{what} too large ({} MB, limit {} MB)",
+        length.div_ceil(MB),
+        MAX_OUTPUT_BYTES / MB
+    )
+}
+
+/// The server's requests and notifications to the client. A request too
+/// big to write is answered for the client with an error (so its handler
+/// does not wait forever); such a notification is dropped.
+async fn forward_server_messages(
+    mut requests: impl futures::Stream<Item = Request> + Unpin,
+    out: Out,
+    responses: Responses,
+) {
+    while let Some(request) = requests.next().await {
+        let Some(buf) = serialize(&request) else {
+            continue;
+        };
+        let length = buf.len() - HEADER_ROOM;
+        if length <= MAX_OUTPUT_BYTES {
+            if out.send(framed_in_place(buf)).is_err() {
+                return;
+            }
+            continue;
+        }
+        let message = too_large("request", length);
+        tracing::error!(%message, bytes = length, method = request.method(), "not writing an oversized request");
+        if let Some(id) = request.id() {
+            let error = Error {
+                code: ErrorCode::InternalError,
+                message: message.into(),
+                data: None,
+            };
+            deliver(&responses, Response::from_error(id.clone(), error));
+        }
+    }
+}
+
+enum Incoming {
+    Request(Request),
+    Response(Response),
 }
 
 enum Rejected {
@@ -137,140 +350,63 @@ enum Rejected {
     NotJsonRpc,
 }
 
-/// Ok when tower-lsp can decode the body.
-fn check_message(body: &[u8]) -> Result<(), Rejected> {
-    let value: Value = serde_json::from_slice(body).map_err(Rejected::NotJson)?;
-    let decodes = if value.get("method").is_some() {
-        serde_json::from_value::<Request>(value).is_ok()
-    } else {
-        serde_json::from_value::<Response>(value).is_ok()
-    };
+/// The body as tower-lsp's types, parsed once (its top level scanned first:
+/// a response would parse as a request with an empty method).
+fn decode(body: &[u8]) -> Result<Incoming, Rejected> {
+    let members = raw_id::members(body);
     // A float id (how serde_json reads integers past u64) would be echoed
     // as a different number: refuse it here, where the raw text is known.
-    let exact_id = match raw_id(body) {
+    let exact_id = match members.id {
         Some(id) => id.starts_with(['"', 'n']) || id.parse::<i64>().is_ok(),
         None => true,
     };
-    if decodes && exact_id {
-        Ok(())
+    let parsed = if members.method {
+        serde_json::from_slice::<Request>(body).map(Incoming::Request)
     } else {
-        Err(Rejected::NotJsonRpc)
+        serde_json::from_slice::<Response>(body).map(Incoming::Response)
+    };
+    match parsed {
+        Ok(message) if exact_id => Ok(message),
+        Ok(_) => Err(Rejected::NotJsonRpc),
+        // Which kind of failure: not JSON at all, or not JSON-RPC.
+        Err(_) => match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            Err(err) => Err(Rejected::NotJson(err)),
+            Ok(_) => Err(Rejected::NotJsonRpc),
+        },
     }
 }
 
 /// An error response; `id` is raw JSON text.
-fn error_frame(id: &str, code: i64, message: &str) -> Vec<u8> {
+fn error_frame(id: &str, code: i64, message: &str) -> Outgoing {
     let message = Value::from(message);
     let body =
         format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{message}}}}}"#);
-    frame(body.as_bytes())
-}
-
-/// Feeds tower-lsp; its input ends when the client's does.
-async fn write_server(mut to_server: DuplexStream, mut frames: mpsc::UnboundedReceiver<Vec<u8>>) {
-    while let Some(frame) = frames.recv().await {
-        if to_server.write_all(&frame).await.is_err() {
-            return;
-        }
-    }
-    let _ = to_server.shutdown().await;
-}
-
-/// Splits tower-lsp's output back into whole frames for the single writer.
-async fn relay_server(
-    from_server: DuplexStream,
-    to_client: Frames,
-    to_server: mpsc::WeakUnboundedSender<Vec<u8>>,
-) {
-    let mut reader = FrameReader::new(from_server);
-    loop {
-        match reader.next(MAX_OUTPUT_BYTES).await {
-            Frame::Body(body) => {
-                if to_client.send(frame(&body)).is_err() {
-                    return;
-                }
-            }
-            Frame::TooLarge(length) => {
-                let Some((head, tail)) = reader.skip(length, KEEP_ENDS).await else {
-                    return;
-                };
-                oversized(length, &head, &tail, &to_client, &to_server);
-            }
-            Frame::Bad(why) => tracing::error!(%why, "tower-lsp wrote a malformed frame"),
-            Frame::Eof => return,
-        }
-    }
-}
-
-/// A frame from tower-lsp too big to write: a response becomes an error for
-/// the client, a request to the client an error for tower-lsp (so its
-/// handler does not wait forever), a notification is dropped.
-fn oversized(
-    length: usize,
-    head: &[u8],
-    tail: &[u8],
-    to_client: &Frames,
-    to_server: &mpsc::WeakUnboundedSender<Vec<u8>>,
-) {
-    const MB: usize = 1 << 20;
-    let is_request = find(head, b"\"method\":").is_some();
-    let method = is_request.then(|| method_name(head)).flatten();
-    let id = tail_id(tail);
-    let what = if is_request { "request" } else { "response" };
-    let message = format!(
-        "{what} too large ({} MB, limit {} MB)",
-        length.div_ceil(MB),
-        MAX_OUTPUT_BYTES / MB
-    );
-    tracing::error!(
-        %message,
-        bytes = length,
-        id = id.unwrap_or("none"),
-        method = method.as_deref().unwrap_or(""),
-        "not writing an oversized frame"
-    );
-    match (is_request, id) {
-        (false, id) => {
-            let _ = to_client.send(error_frame(id.unwrap_or("null"), -32603, &message));
-        }
-        (true, Some(id)) => {
-            if let Some(to_server) = to_server.upgrade() {
-                let _ = to_server.send(error_frame(id, -32603, &message));
-            }
-        }
-        (true, None) => {}
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// tower-lsp writes `"id"` last: `…,"id":<id>}`. The last `"id":` is that
-/// member (the id itself cannot contain an unescaped quote).
-fn tail_id(tail: &[u8]) -> Option<&str> {
-    let key = b"\"id\":";
-    let at = tail.windows(key.len()).rposition(|w| w == key)? + key.len();
-    let text = std::str::from_utf8(&tail[at..]).ok()?;
-    let text = text.trim_end().strip_suffix('}')?.trim();
-    (!text.is_empty()).then_some(text)
-}
-
-fn method_name(head: &[u8]) -> Option<String> {
-    let at = find(head, b"\"method\":")? + b"\"method\":".len();
-    let rest = std::str::from_utf8(&head[at..]).ok()?;
-    let rest = rest.trim_start().strip_prefix('"')?;
-    Some(rest.split('"').next()?.to_owned())
+    Outgoing::untimed(frame(body.as_bytes()))
 }
 
 async fn write_stdout<O: AsyncWrite + Unpin>(
     mut stdout: O,
-    mut frames: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut frames: mpsc::UnboundedReceiver<Outgoing>,
+    finish: CancellationToken,
 ) {
-    while let Some(frame) = frames.recv().await {
-        if stdout.write_all(&frame).await.is_err() || stdout.flush().await.is_err() {
+    loop {
+        let next = tokio::select! {
+            biased;
+            frame = frames.recv() => frame,
+            () = finish.cancelled(), if !frames.is_closed() => {
+                // What is queued still goes out; then `recv` ends.
+                frames.close();
+                continue;
+            }
+        };
+        let Some(frame) = next else { return };
+        let bytes = &frame.buf[frame.start..];
+        if stdout.write_all(bytes).await.is_err() || stdout.flush().await.is_err() {
             tracing::error!("stdout is closed; dropping output");
             return;
+        }
+        if let Some(queued) = frame.queued {
+            timing::record(Stage::Write, queued.elapsed());
         }
     }
 }
@@ -280,17 +416,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_id_of_an_oversized_frame_comes_from_its_tail() {
-        assert_eq!(tail_id(br#"xx"},"id":17}"#), Some("17"));
-        assert_eq!(tail_id(br#"x":"\"id\":3","id":"a"}"#), Some(r#""a""#));
-        assert_eq!(tail_id(br#"{"method":"m","params":[]}"#), None);
-        assert_eq!(
-            method_name(br#"{"jsonrpc":"2.0","method":"workspace/applyEdit","params""#).as_deref(),
-            Some("workspace/applyEdit")
-        );
-    }
-
-    #[test]
     fn ids_that_would_not_round_trip_are_rejected() {
         for body in [
             r#"{"jsonrpc":"2.0","id":18446744073709551617,"method":"m"}"#,
@@ -298,7 +423,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1.0,"method":"m"}"#,
         ] {
             assert!(
-                matches!(check_message(body.as_bytes()), Err(Rejected::NotJsonRpc)),
+                matches!(decode(body.as_bytes()), Err(Rejected::NotJsonRpc)),
                 "{body}"
             );
         }
@@ -307,7 +432,35 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"x","method":"m"}"#,
             r#"{"jsonrpc":"2.0","method":"m"}"#,
         ] {
-            assert!(check_message(body.as_bytes()).is_ok(), "{body}");
+            assert!(decode(body.as_bytes()).is_ok(), "{body}");
         }
+    }
+}
+
+#[cfg(test)]
+mod framing_tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_framed_in_place() {
+        let buf = serialize(&serde_json::json!({ "a": "é" })).unwrap();
+        let frame = framed_in_place(buf);
+        assert_eq!(
+            &frame.buf[frame.start..],
+            "Content-Length: 10\r\n\r\n{\"a\":\"é\"}".as_bytes()
+        );
+    }
+
+    #[test]
+    fn requests_and_responses_are_told_apart() {
+        let request = br#"{"jsonrpc":"2.0","id":1,"method":"m","params":{}}"#;
+        assert!(matches!(decode(request), Ok(Incoming::Request(_))));
+        let response = br#"{"jsonrpc":"2.0","id":"x","result":null}"#;
+        assert!(matches!(decode(response), Ok(Incoming::Response(_))));
+        let neither = br#"{"jsonrpc":"2.0","id":1,"method":3}"#;
+        assert!(matches!(decode(neither), Err(Rejected::NotJsonRpc)));
+        let no_result = br#"{"jsonrpc":"2.0","id":1}"#;
+        assert!(matches!(decode(no_result), Err(Rejected::NotJsonRpc)));
+        assert!(matches!(decode(b"{\"x"), Err(Rejected::NotJson(_))));
     }
 }

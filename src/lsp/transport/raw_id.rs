@@ -8,29 +8,48 @@
 /// The raw text of the top-level `"id"` member of a body that already parsed
 /// as JSON; `None` if there is none (or the body is not an object).
 pub fn raw_id(body: &[u8]) -> Option<&str> {
+    members(body).id
+}
+
+/// What the top level of a message holds, found without parsing it.
+#[derive(Debug, Default, PartialEq)]
+pub struct Members<'a> {
+    /// The raw text of the `"id"` member.
+    pub id: Option<&'a str>,
+    /// Whether there is a `"method"` member (a request or a notification,
+    /// not a response).
+    pub method: bool,
+}
+
+pub fn members(body: &[u8]) -> Members<'_> {
+    let mut found = Members::default();
     let mut at = skip_ws(body, 0);
     if body.get(at) != Some(&b'{') {
-        return None;
+        return found;
     }
-    let mut found = None;
     at += 1;
     loop {
         at = skip_ws(body, at);
         if body.get(at) != Some(&b'"') {
             return found; // `}` (or, unreachable for valid JSON, junk).
         }
-        let key_end = skip_string(body, at)?;
+        let Some(key_end) = skip_string(body, at) else {
+            return found;
+        };
         let key = &body[at..key_end];
         at = skip_ws(body, key_end);
         if body.get(at) != Some(&b':') {
             return found;
         }
         let start = skip_ws(body, at + 1);
-        let end = skip_value(body, start)?;
+        let Some(end) = skip_value(body, start) else {
+            return found;
+        };
         // Like serde_json, the last of duplicate keys wins.
         if key == b"\"id\"" {
-            found = std::str::from_utf8(&body[start..end]).ok();
+            found.id = std::str::from_utf8(&body[start..end]).ok();
         }
+        found.method |= key == b"\"method\"";
         at = skip_ws(body, end);
         if body.get(at) == Some(&b',') {
             at += 1;

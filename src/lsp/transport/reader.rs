@@ -8,6 +8,8 @@
 //! `Content-Length:` (case-insensitive, anywhere, not just at a line start),
 //! so the messages that follow are not lost.
 
+use std::time::Instant;
+
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 const HEADER_NAME: &[u8] = b"content-length:";
@@ -34,6 +36,8 @@ pub struct FrameReader<R> {
     /// After a rejected body: skip quietly to the next header (the bad frame
     /// has had its error already).
     resync: bool,
+    /// When the first byte of the frame being read was at hand.
+    started: Option<Instant>,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -44,7 +48,14 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             pos: 0,
             eof: false,
             resync: false,
+            started: None,
         }
+    }
+
+    /// When the first byte of the last frame returned was at hand (for the
+    /// time reading a frame takes).
+    pub fn started(&self) -> Option<Instant> {
+        self.started
     }
 
     /// Puts a body that did not parse back (all but its first byte, so the
@@ -61,6 +72,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
 
     /// The next frame whose body is at most `limit` bytes.
     pub async fn next(&mut self, limit: usize) -> Frame {
+        self.started = (self.pos < self.buf.len()).then(Instant::now);
         loop {
             match self.scan().await {
                 Scan::Eof => return Frame::Eof,
@@ -90,30 +102,6 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 None => Frame::Eof,
             };
         }
-    }
-
-    /// Reads and drops `length` body bytes, keeping up to `keep` bytes of
-    /// each end: `(head, tail)`. `None` at end of input.
-    pub async fn skip(&mut self, length: usize, keep: usize) -> Option<(Vec<u8>, Vec<u8>)> {
-        let mut head = Vec::new();
-        let mut tail = Vec::new();
-        let mut left = length;
-        while left > 0 {
-            if self.pos == self.buf.len() && !self.fill().await {
-                return None;
-            }
-            let n = left.min(self.buf.len() - self.pos);
-            let chunk = &self.buf[self.pos..self.pos + n];
-            let room = keep.saturating_sub(head.len());
-            head.extend_from_slice(&chunk[..room.min(n)]);
-            tail.extend_from_slice(chunk);
-            if tail.len() > keep {
-                tail.drain(..tail.len() - keep);
-            }
-            self.pos += n;
-            left -= n;
-        }
-        Some((head, tail))
     }
 
     /// Moves to the next `Content-Length:`. Stray blank lines and other
@@ -195,10 +183,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             self.buf.drain(..self.pos);
             self.pos = 0;
         }
-        let start = self.buf.len();
-        self.buf.resize(start + READ_CHUNK, 0);
+        // Into spare capacity: nothing to zero first.
+        self.buf.reserve(READ_CHUNK);
         let read = loop {
-            match self.inner.read(&mut self.buf[start..]).await {
+            match self.inner.read_buf(&mut self.buf).await {
                 Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
                 other => break other,
             }
@@ -210,9 +198,10 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 0
             }
         };
-        self.buf.truncate(start + n);
         if n == 0 {
             self.eof = true;
+        } else if self.started.is_none() {
+            self.started = Some(Instant::now());
         }
         n > 0
     }

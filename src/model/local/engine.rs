@@ -323,7 +323,7 @@ impl Engine {
 /// serve jobs in order with one context whose KV cache persists.
 fn run(name: &str, key: &EngineKey, jobs: mpsc::Receiver<Job>, shared: &Shared) {
     if key.background {
-        lower_priority(name);
+        crate::background::lower_thread_priority(name);
     }
     let (model, mut pending) = loop {
         let Ok(job) = jobs.recv() else { return };
@@ -920,21 +920,6 @@ fn sampler(temperature: f32) -> LlamaSampler {
         LlamaSampler::temp(temperature),
         LlamaSampler::dist(fastrand::u32(..)),
     ])
-}
-
-/// Lowers this thread's CPU priority (nice 10). On Linux the nice value is
-/// per thread and inherited by the threads it creates, so llama.cpp's
-/// compute threads started from here run at the same lower priority.
-fn lower_priority(name: &str) {
-    // SAFETY: gettid and setpriority only read their integer arguments and
-    // change the calling thread's scheduling attribute; no memory is shared.
-    let result = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10)
-    };
-    if result != 0 {
-        tracing::debug!(model = name, error = %std::io::Error::last_os_error(), "could not lower the background engine's priority");
-    }
 }
 
 #[cfg(test)]

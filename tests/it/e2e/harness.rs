@@ -71,12 +71,7 @@ impl Lsp {
     /// [`Self::spawn_with`], with the variables in `remove` left out of the
     /// environment (e.g. the `FETTLE_LOG=debug` tests set by default).
     pub fn spawn_removing(args: &[&str], env: &[(&str, &str)], remove: &[&str]) -> Self {
-        Self::spawn_program(
-            Path::new(env!("CARGO_BIN_EXE_fettle")),
-            args,
-            env,
-            remove,
-        )
+        Self::spawn_program(Path::new(env!("CARGO_BIN_EXE_fettle")), args, env, remove)
     }
 
     /// Another language server (the benches compare with one), spawned
@@ -390,6 +385,7 @@ impl Lsp {
     }
 
     /// The server's process id.
+    #[allow(dead_code)] // The benches read its memory.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

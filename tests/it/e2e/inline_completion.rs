@@ -192,6 +192,106 @@ fn typing_through_a_suggestion_is_served_from_the_cache() {
 }
 
 #[test]
+fn stats_break_a_completion_down_stage_by_stage() {
+    let mock = Mock::start(vec![ScriptedResponse::text("p.x * p.y;\n")]);
+    let (_ws, mut lsp, uri) = open_lib(mock.options());
+    let first = complete(&mut lsp, &uri, 3, 12);
+    assert_eq!(first["items"][0]["insertText"], "p.x * p.y;");
+    let stats = lsp.request("fettle/stats", json!({})).unwrap();
+    let stages = stats["stagesMs"].as_array().expect("stagesMs");
+    let names: Vec<&str> = stages
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "read",
+            "parse",
+            "dispatch",
+            "locate",
+            "context",
+            "spawn",
+            "send",
+            "firstByte",
+            "stream",
+            "postprocess",
+            "join",
+            "handler",
+            "serialize",
+            "write"
+        ]
+    );
+    let ms = |name: &str| {
+        let stage = stages.iter().find(|s| s["stage"] == name).unwrap();
+        assert_eq!(stage["count"], 1, "{name}: {stage}");
+        stage["p50"].as_f64().unwrap()
+    };
+    // The engine's stages happen inside its end to end, which happens
+    // inside the handler; the model's inside the wait for it.
+    let engine: f64 = [
+        "locate",
+        "context",
+        "spawn",
+        "send",
+        "firstByte",
+        "stream",
+        "postprocess",
+        "join",
+    ]
+    .iter()
+    .map(|s| ms(s))
+    .sum();
+    let slack = 0.01; // each value is rounded to a microsecond
+    let end_to_end = stats["endToEndMs"]["p50"].as_f64().unwrap();
+    assert!(engine <= end_to_end + slack, "{stats}");
+    assert!(end_to_end <= ms("handler") + slack, "{stats}");
+    let model: f64 = [
+        "spawn",
+        "send",
+        "firstByte",
+        "stream",
+        "postprocess",
+        "join",
+    ]
+    .iter()
+    .map(|s| ms(s))
+    .sum();
+    assert!(
+        model <= stats["modelMs"]["p50"].as_f64().unwrap() + slack,
+        "{stats}"
+    );
+    for name in ["read", "parse", "serialize", "write"] {
+        ms(name);
+    }
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
+fn single_line_answers_leave_the_connection_open_for_the_next() {
+    let mock = Mock::start(vec![ScriptedResponse {
+        repeat: true,
+        ..ScriptedResponse::text("p.x * p.y;\nlet more = 1;\n")
+    }]);
+    let (_ws, mut lsp, uri) = open_lib(mock.options());
+    for (version, col) in [(2, 12), (3, 12), (4, 12)] {
+        // A fresh place each time (nothing from the cache).
+        insert(&mut lsp, &uri, version, (3, 0), " ");
+        let result = complete(&mut lsp, &uri, 3, col + version as u32 - 1);
+        assert_eq!(result["items"][0]["insertText"], "p.x * p.y;", "{result}");
+        // The rest of the answer is read in the background.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(mock.prompts().len(), 3);
+    assert_eq!(
+        mock.server.connections(),
+        1,
+        "each completion opened a connection"
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+#[test]
 fn utf8_positions_with_non_ascii_text_before_the_cursor() {
     let text = "fn main() {\n    let s = \"😀 名前\"; let n = \n}\n";
     let mock = Mock::start(vec![ScriptedResponse::text("s.len();\n")]);

@@ -138,7 +138,7 @@ fn a_response_over_the_output_limit_becomes_an_error_and_framing_survives() {
         message.contains("response too large") && message.contains("limit 64 MB"),
         "{message}"
     );
-    assert!(lsp.stderr().contains("not writing an oversized frame"));
+    assert!(lsp.stderr().contains("not writing an oversized response"));
     // Just under the limit still goes through, and later answers arrive.
     let result = lsp
         .request("fettle/debug/bulk", json!({ "bytes": 1 << 20 }))
