@@ -35,22 +35,16 @@ impl RedactorCache {
     /// The redactor for `root`, given the dotenv values of the open secret
     /// buffers (`extra`). May walk the workspace: call it off the async
     /// runtime.
-    pub fn get(&self, root: Option<&Path>, mut extra: Vec<String>) -> Arc<Redactor> {
-        extra.sort();
-        extra.dedup();
+    pub fn get(&self, root: Option<&Path>, extra: Vec<String>) -> Arc<Redactor> {
+        let (extra, cached) = self.lookup(root, extra);
+        if let Some(redactor) = cached {
+            return redactor;
+        }
         let generation = crate::secrets::store::generation();
         let mut inner = self
             .inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(cached) = inner.as_ref().filter(|c| {
-            c.root.as_deref() == root
-                && c.generation == generation
-                && c.extra == extra
-                && c.built.elapsed() < MAX_AGE
-        }) {
-            return Arc::clone(&cached.redactor);
-        }
         let redactor = Arc::new(Redactor::for_sources(root, extra.clone()));
         *inner = Some(Cached {
             root: root.map(Path::to_path_buf),
@@ -64,6 +58,42 @@ impl RedactorCache {
 }
 
 impl RedactorCache {
+    /// The cached redactor if it is still good (never builds one, never
+    /// walks): with `extra` sorted and deduplicated.
+    fn lookup(
+        &self,
+        root: Option<&Path>,
+        mut extra: Vec<String>,
+    ) -> (Vec<String>, Option<Arc<Redactor>>) {
+        extra.sort();
+        extra.dedup();
+        let generation = crate::secrets::store::generation();
+        let inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let cached = inner
+            .as_ref()
+            .filter(|c| {
+                c.root.as_deref() == root
+                    && c.generation == generation
+                    && c.extra == extra
+                    && c.built.elapsed() < MAX_AGE
+            })
+            .map(|c| Arc::clone(&c.redactor));
+        (extra, cached)
+    }
+
+    /// [`RedactorCache::for_buffers`] if that needs no walk: for the
+    /// async runtime.
+    pub fn cached_for_buffers(
+        &self,
+        root: Option<&Path>,
+        secret_buffers: &[ropey::Rope],
+    ) -> Option<Arc<Redactor>> {
+        self.lookup(root, secret_values(secret_buffers)).1
+    }
+
     /// [`RedactorCache::get`] knowing the dotenv values typed into the
     /// open secret buffers `secret_buffers` (they may not be on disk yet).
     /// May walk the workspace: call it off the async runtime.
@@ -72,12 +102,15 @@ impl RedactorCache {
         root: Option<&Path>,
         secret_buffers: &[ropey::Rope],
     ) -> Arc<Redactor> {
-        let values = secret_buffers
-            .iter()
-            .flat_map(|rope| crate::secrets::env_secret_values(&rope.to_string()))
-            .collect();
-        self.get(root, values)
+        self.get(root, secret_values(secret_buffers))
     }
+}
+
+fn secret_values(secret_buffers: &[ropey::Rope]) -> Vec<String> {
+    secret_buffers
+        .iter()
+        .flat_map(|rope| crate::secrets::env_secret_values(&rope.to_string()))
+        .collect()
 }
 
 /// Redacts every text of `request` the model sees; returns how many parts

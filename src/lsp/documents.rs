@@ -138,8 +138,16 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken) {
             .filter(|path| is_in_workspace(&state, path));
         let diagnostics_enabled = config.diagnostics.enabled;
         // Nobody waits for this: it must not slow down what someone does.
+        let completion = state
+            .documents
+            .get(&uri)
+            .map(|open| open.completion.clone());
         let computed = crate::background::run(move || {
             let text = snapshot.rope.to_string();
+            // The next completion at this revision need not copy it again.
+            if let Some(completion) = completion {
+                completion.remember_text(snapshot.revision, Arc::from(text.as_str()));
+            }
             let diagnostics = if diagnostics_enabled {
                 syntax_diagnostics(&snapshot, &text, encoding)
             } else {

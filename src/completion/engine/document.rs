@@ -35,6 +35,10 @@ struct Inner {
     window: Option<Window>,
     /// The model request running for an automatic request.
     inflight: Option<InFlight>,
+    /// The whole text at a revision, once materialised (by a request, or
+    /// by the analysis after an edit): a request at that revision reuses it
+    /// instead of copying a big document again.
+    text: Option<(u64, Arc<str>)>,
 }
 
 /// Where the prompt's prefix window started, and the snippets it offered.
@@ -124,5 +128,24 @@ impl DocumentState {
 
     pub(super) fn set_inflight(&self, inflight: InFlight) {
         self.inner.lock().inflight = Some(inflight);
+    }
+
+    /// Keeps `text`, the whole document at `revision` (only the newest).
+    pub fn remember_text(&self, revision: u64, text: Arc<str>) {
+        let mut inner = self.inner.lock();
+        if inner
+            .text
+            .as_ref()
+            .is_none_or(|(kept, _)| *kept <= revision)
+        {
+            inner.text = Some((revision, text));
+        }
+    }
+
+    /// The whole document at `revision`, if it was materialised.
+    pub(super) fn text_at(&self, revision: u64) -> Option<Arc<str>> {
+        let inner = self.inner.lock();
+        let (kept, text) = inner.text.as_ref()?;
+        (*kept == revision).then(|| Arc::clone(text))
     }
 }

@@ -86,6 +86,9 @@ pub struct Request {
     /// The document's revision as seen by `document`: changes after the
     /// snapshot make the answer stale.
     pub revision: watch::Receiver<u64>,
+    /// The revision `document.rope` holds (its materialised text is reused
+    /// between requests at one revision).
+    pub text_revision: u64,
     /// The cursor, a byte offset into `document.rope` (on a char boundary).
     pub cursor: usize,
     /// An item selected in the client's completion menu: complete as if it
@@ -473,33 +476,47 @@ impl Engine {
         let rope = request.document.rope.clone();
         let tree = request.tree.clone();
         let selected = request.selected.clone();
+        let state = Arc::clone(&request.document.state);
+        let revision = request.text_revision;
+        let known = state.text_at(revision);
+        // Nothing to copy: no reason to hop to the pool.
+        let known_is_cheap = known.is_some() && selected.is_none();
         let language = request.document.language;
         let uri = request.document.uri.clone();
         let mode = config.multiline;
         let mut cursor = request.cursor;
         let inline = rope.len_bytes() <= INLINE_TEXT_MAX;
         let work = move || {
-            let mut text = rope.to_string();
             // The tree only when it matches the text; otherwise heuristics
             // (no reparse on the keystroke path).
             let mut tree = tree;
-            if let Some((range, typed)) = &selected {
-                text.replace_range(range.start..range.end.max(range.start), typed);
-                cursor = range.start + typed.len();
-                if !typed.is_empty() {
-                    tree = None;
+            let text: Arc<str> = match (&selected, known) {
+                (None, Some(known)) => known,
+                (None, None) => {
+                    let text: Arc<str> = Arc::from(rope.to_string());
+                    state.remember_text(revision, Arc::clone(&text));
+                    text
                 }
-            }
+                (Some((range, typed)), _) => {
+                    let mut text = rope.to_string();
+                    text.replace_range(range.start..range.end.max(range.start), typed);
+                    cursor = range.start + typed.len();
+                    if !typed.is_empty() {
+                        tree = None;
+                    }
+                    Arc::from(text)
+                }
+            };
             let decision = trigger::decide(&text, cursor, language, tree.as_ref(), mode);
             let key = Key::new(uri.as_str(), &text, cursor);
             Located {
-                text: Arc::from(text),
+                text,
                 cursor,
                 decision,
                 key,
             }
         };
-        if inline {
+        if inline || known_is_cheap {
             return Some(work());
         }
         tokio::task::spawn_blocking(work).await.ok()

@@ -57,6 +57,7 @@ pub async fn inline_completion(
         },
         tree: snapshot.tree.filter(|_| !snapshot.needs_reparse),
         revision,
+        text_revision: snapshot.revision,
         cursor,
         selected,
         invoked: context.is_some_and(|c| c.trigger_kind == 1),

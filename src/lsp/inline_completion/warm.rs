@@ -124,6 +124,7 @@ async fn warm(state: &Arc<State>, uri: &Url, cursor: usize) {
         },
         tree: snapshot.tree.filter(|_| !snapshot.needs_reparse),
         revision,
+        text_revision: snapshot.revision,
         cursor,
         selected: None,
         invoked: false,
