@@ -451,7 +451,9 @@ fn completes_with_the_real_embedded_model() {
     assert!(!insert.contains('\n'), "single-line here: {insert:?}");
     let stats = lsp.request("fettle/stats", json!({})).unwrap();
     assert_eq!(stats["shown"], 1, "{stats}");
-    assert!(lsp.shutdown_and_exit().success());
+    let stderr = lsp.stderr();
+    let status = lsp.shutdown_and_exit();
+    assert!(status.success(), "{status}\n{stderr}");
 }
 
 #[test]
