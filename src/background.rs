@@ -41,6 +41,7 @@ fn submit(job: Job) -> bool {
                     // A panicking job is logged (the panic hook) and drops
                     // its answer; the thread goes on with the next.
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                    release_freed_memory();
                 }
             });
         match started {
@@ -54,6 +55,19 @@ fn submit(job: Job) -> bool {
     match queue {
         Some(tx) => tx.send(job).is_ok(),
         None => false,
+    }
+}
+
+/// Hands memory the jobs freed back to the system. Re-tagging a big file
+/// allocates and frees megabytes; glibc keeps freed memory in this thread's
+/// arena, and over a thousand edits the server's resident memory grew by
+/// 14 MB that nothing used. Trimming costs little next to such a job, on a
+/// thread nobody waits for.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
