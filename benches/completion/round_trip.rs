@@ -345,6 +345,23 @@ fn direct_mock(mock_url: &str) -> Result<()> {
         .enable_all()
         .build()?;
     let client = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    // One request, to the last byte: (the time it took, the answer).
+    let ask = |body: &serde_json::Value| -> Result<(Duration, String)> {
+        let started = Instant::now();
+        let text = runtime.block_on(async {
+            client
+                .post(format!("{mock_url}/v1/completions"))
+                .json(body)
+                .send()
+                .await?
+                .text()
+                .await
+        })?;
+        if !text.contains("saturating_mul") {
+            return Err(format!("the mock answered {text}").into());
+        }
+        Ok((started.elapsed(), text))
+    };
     println!("== the mock model, asked directly (reqwest, keep-alive, 300 requests each)");
     // A prompt the size of a completion's (Fettle's 1,024-token window).
     let big_prompt = format!(
@@ -366,21 +383,10 @@ fn direct_mock(mock_url: &str) -> Result<()> {
                            "max_tokens": 60, "temperature": 0.2, "stream": stream });
         let mut samples = Vec::new();
         for i in 0..320 {
-            let started = Instant::now();
-            let text = runtime.block_on(async {
-                client
-                    .post(format!("{mock_url}/v1/completions"))
-                    .json(&body)
-                    .send()
-                    .await?
-                    .text()
-                    .await
-            })?;
+            let (took, _) = ask(&body)?;
+            // The first ones open the connection and warm up.
             if i >= 20 {
-                samples.push(started.elapsed());
-            }
-            if !text.contains("saturating_mul") {
-                return Err(format!("the mock answered {text}").into());
+                samples.push(took);
             }
         }
         let how = if stream {
@@ -396,17 +402,7 @@ fn direct_mock(mock_url: &str) -> Result<()> {
     let mut samples = Vec::new();
     for _ in 0..40 {
         std::thread::sleep(Duration::from_millis(250));
-        let started = Instant::now();
-        runtime.block_on(async {
-            client
-                .post(format!("{mock_url}/v1/completions"))
-                .json(&body)
-                .send()
-                .await?
-                .text()
-                .await
-        })?;
-        samples.push(started.elapsed());
+        samples.push(ask(&body)?.0);
     }
     report("streamed, 4 KB prompt, each after 250 ms idle", samples);
     Ok(())
