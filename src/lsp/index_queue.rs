@@ -24,7 +24,7 @@ pub enum IndexUpdate {
         uri: Url,
         path: PathBuf,
         language: Option<Language>,
-        text: String,
+        text: std::sync::Arc<str>,
         /// Current for `text` when given: saves the index a parse.
         tree: Option<Tree>,
     },

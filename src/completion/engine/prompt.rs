@@ -83,11 +83,10 @@ pub(super) async fn build(
     // after a pause, on the 2-core dev machine; see docs/performance.md).
     let inline = text.len() + others.iter().map(|o| o.rope.len_bytes()).sum::<usize>()
         <= super::INLINE_TEXT_MAX;
-    let redactor = inline
+    let cached = inline
         .then(|| redactors.cached_for_buffers(root.as_deref(), &secret_buffers))
         .flatten();
-    let has_redactor = redactor.is_some();
-    let work = move || {
+    let work = move |redactor: Option<Arc<crate::secrets::Redactor>>| {
         let counter = move |s: &str| counter_model.count_tokens(s);
         let texts: Vec<String> = others.iter().map(|o| o.rope.to_string()).collect();
         let open: Vec<OpenFile<'_>> = others
@@ -130,10 +129,9 @@ pub(super) async fn build(
             redactor.unwrap_or_else(|| redactors.for_buffers(root.as_deref(), &secret_buffers));
         (ctx, relative, repo, redactor)
     };
-    let built = if inline && has_redactor {
-        Ok(work())
-    } else {
-        tokio::task::spawn_blocking(work).await
+    let built = match cached {
+        Some(redactor) => Ok(work(Some(redactor))),
+        None => tokio::task::spawn_blocking(move || work(None)).await,
     };
     let (mut ctx, relative, repo, redactor) = built.ok()?;
     // While the user types along one line (or goes on to the next few, or

@@ -22,21 +22,21 @@ pub type Output = Pin<Box<dyn AsyncWrite + Send>>;
 pub fn stdin() -> Input {
     match watched(io::stdin().as_fd().try_clone_to_owned()) {
         Ok(fd) => Box::pin(Watched(fd)),
-        Err(err) => {
-            tracing::debug!(%err, "stdin through the blocking pool");
-            Box::pin(tokio::io::stdin())
-        }
+        Err(err) => fallback("stdin", &err, tokio::io::stdin()),
     }
 }
 
 pub fn stdout() -> Output {
     match watched(io::stdout().as_fd().try_clone_to_owned()) {
         Ok(fd) => Box::pin(Watched(fd)),
-        Err(err) => {
-            tracing::debug!(%err, "stdout through the blocking pool");
-            Box::pin(tokio::io::stdout())
-        }
+        Err(err) => fallback("stdout", &err, tokio::io::stdout()),
     }
+}
+
+/// tokio's own stream for `name`, when the reactor cannot watch it.
+fn fallback<S: Send + 'static>(name: &str, err: &io::Error, stream: S) -> Pin<Box<S>> {
+    tracing::debug!(%err, "{name} through the blocking pool");
+    Box::pin(stream)
 }
 
 /// `fd` (a duplicate of a standard stream) made non-blocking and registered

@@ -22,6 +22,14 @@ impl Mock {
         Self(BackgroundMock::start(Script::new(responses)))
     }
 
+    /// A mock answering every request with `text`.
+    fn repeating(text: &str) -> Self {
+        Self::start(vec![ScriptedResponse {
+            repeat: true,
+            ..ScriptedResponse::text(text)
+        }])
+    }
+
     /// Initialization options pointing completion at this server.
     fn options(&self) -> Value {
         json!({
@@ -264,10 +272,7 @@ fn stats_break_a_completion_down_stage_by_stage() {
 
 #[test]
 fn single_line_answers_leave_the_connection_open_for_the_next() {
-    let mock = Mock::start(vec![ScriptedResponse {
-        repeat: true,
-        ..ScriptedResponse::text("p.x * p.y;\nlet more = 1;\n")
-    }]);
+    let mock = Mock::repeating("p.x * p.y;\nlet more = 1;\n");
     let (_ws, mut lsp, uri) = open_lib(mock.options());
     for (version, col) in [(2, 12), (3, 12), (4, 12)] {
         // A fresh place each time (nothing from the cache).
@@ -636,10 +641,7 @@ fn a_keystroke_reuses_the_model_request_already_in_flight() {
 
 #[test]
 fn where_the_user_was_working_in_another_file_reaches_the_prompt() {
-    let mock = Mock::start(vec![ScriptedResponse {
-        repeat: true,
-        ..ScriptedResponse::text("p.x * p.y;\n")
-    }]);
+    let mock = Mock::repeating("p.x * p.y;\n");
     let util =
         "pub fn checksum_of_frames(frames: &[u8]) -> u32 {\n    let total = \n    total\n}\n";
     let ws = Workspace::new(&[("src/lib.rs", LIB), ("src/util.rs", util)]);
