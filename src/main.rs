@@ -9,8 +9,5 @@ fn main() {
         fettle::secrets::store::protect_process();
         fettle::model::local::idle_threads_sleep();
     }
-    let code = fettle::cli::main();
-    // No exit while the embedded model's thread is inside llama.cpp.
-    fettle::model::local::quiesce(std::time::Duration::from_secs(2));
-    std::process::exit(code);
+    fettle::cli::exit(fettle::cli::main());
 }

@@ -162,7 +162,7 @@ pub fn run(args: FixArgs) -> i32 {
                 eprintln!("\nfettle: cancelling (Ctrl-C again to kill)…");
                 on_signal.cancel();
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
+                    super::exit(130);
                 }
             }
         });

@@ -104,6 +104,22 @@ enum Command {
     },
 }
 
+/// Ends the process with `code` once what was printed is flushed, without
+/// C/C++ `atexit` handlers or static destructors. The embedded model's
+/// thread (loading weights, generating, tokenizing for a prompt) can be
+/// inside llama.cpp at any moment; `exit(3)` would destroy llama.cpp's
+/// globals under it, which crashed the server now and then (SIGSEGV after
+/// `exit`, seen in CI as a failed exit status). Nothing of ours needs an
+/// exit handler: files are written and closed before this point, and a
+/// command's sandbox runner notices the lifeline pipe close.
+pub fn exit(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: _exit has no preconditions and never returns.
+    unsafe { libc::_exit(code) }
+}
+
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {

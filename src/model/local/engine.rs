@@ -9,7 +9,7 @@
 //! instead of the whole prompt.
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -143,8 +143,6 @@ struct Shared {
     warm_generation: AtomicU64,
     /// Prompt tokens evaluated by warm-ups.
     warmed: AtomicU64,
-    /// Set while the thread runs a job (see [`quiesce`]).
-    busy: AtomicBool,
 }
 
 impl Shared {
@@ -187,27 +185,6 @@ const COUNT_CACHE_ENTRIES: usize = 20_000;
 /// Every engine started. Weak: an engine nobody uses any more (its model's
 /// path changed) is dropped, which ends its thread and frees the weights.
 static ENGINES: OnceLock<Mutex<Vec<Weak<Engine>>>> = OnceLock::new();
-
-/// Before the process exits: warm-ups stop, and this waits (up to
-/// `limit`) for every engine thread to be between jobs. Exiting while a
-/// thread is inside llama.cpp runs its global destructors under it, which
-/// may crash the process (and fail the exit status an editor sees).
-pub fn quiesce(limit: Duration) {
-    let Some(engines) = ENGINES.get() else { return };
-    let engines: Vec<Arc<Engine>> = engines
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .filter_map(Weak::upgrade)
-        .collect();
-    let deadline = Instant::now() + limit;
-    for engine in engines {
-        engine.next_warm();
-        while engine.shared.busy.load(Ordering::SeqCst) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
 
 /// The process-wide llama.cpp backend; it may be initialised only once.
 fn backend() -> Result<&'static LlamaBackend, String> {
@@ -381,9 +358,7 @@ fn run(name: &str, key: &EngineKey, jobs: mpsc::Receiver<Job>, shared: &Shared) 
         let started = Instant::now();
         let out = job.out.clone();
         let warm = job.warm.is_some();
-        shared.busy.store(true, Ordering::SeqCst);
         let result = session.generate(job, shared);
-        shared.busy.store(false, Ordering::SeqCst);
         if let Some(rest) = session.resume.take() {
             deferred = Some(rest); // a warm-up that yielded to a real job
         }

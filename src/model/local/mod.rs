@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-pub use engine::{quiesce, RequestStats};
+pub use engine::RequestStats;
 use engine::{Engine, EngineKey, Job, Output, Prompt, PromptFn, Vocabulary};
 use tools::{Parsed, ToolCallParser};
 

@@ -403,6 +403,13 @@ impl Lsp {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// The stderr log itself, readable after the session is consumed (what
+    /// the server wrote while exiting).
+    #[allow(dead_code)] // Not every test binary reads it.
+    pub fn stderr_log(&self) -> Arc<Mutex<String>> {
+        self.stderr.clone()
+    }
+
     fn pump(&mut self, deadline: Instant, waiting_for: &str) {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.rx.recv_timeout(left) {
