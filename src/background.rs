@@ -64,6 +64,9 @@ fn submit(job: Job) -> bool {
 /// 14 MB that nothing used. Trimming costs little next to such a job, on a
 /// thread nobody waits for.
 fn release_freed_memory() {
+    if std::env::var_os("FETTLE_EXP_NO_TRIM").is_some() {
+        return;
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {

@@ -156,12 +156,16 @@ pub fn build(input: &ContextInput<'_>) -> Context {
 
     // The widest windows any split could give: what the prefix and suffix
     // need, and the lines of the current file the prompt may already show.
-    let widest = windows::Windows::widest(before, after, total, counter);
+    // Counted once: the whole text before the cursor, in a large file the
+    // longest scan of the build.
+    let cursor_line = windows::count_newlines(before);
+    let widest = windows::Windows::widest(before, after, cursor_line, total, counter);
 
     let mut timed_out = false;
     let mut gathered = snippets::Gathered::default();
     if total >= MIN_TOTAL_FOR_SNIPPETS {
-        let mut gatherer = snippets::Gatherer::new(input, cursor, widest.shown_lines.clone());
+        let mut gatherer =
+            snippets::Gatherer::new(input, cursor, cursor_line, widest.shown_lines.clone());
         timed_out = gatherer.run();
         gathered = gatherer.finish();
     }
@@ -176,8 +180,8 @@ pub fn build(input: &ContextInput<'_>) -> Context {
     let snippet_need: usize = order.iter().map(|(_, s)| snippet_cost(s, counter)).sum();
 
     let budget = tokens::split_budget(total, widest.prefix_need, widest.suffix_need, snippet_need);
-    let prefix = tokens::take_prefix_tail(before, budget.prefix, counter);
-    let suffix = tokens::take_suffix_head(after, budget.suffix, counter);
+    let (prefix, prefix_tokens) = widest.prefix(budget.prefix, counter);
+    let (suffix, suffix_tokens) = widest.suffix(budget.suffix, counter);
     let plain: Vec<Snippet> = order.iter().map(|(_, s)| s.clone()).collect();
     let packed = tokens::take_snippets(&plain, budget.snippets, counter);
 
@@ -190,8 +194,8 @@ pub fn build(input: &ContextInput<'_>) -> Context {
     }
 
     let report = ContextReport {
-        prefix_tokens: windows::lines_cost(prefix, counter),
-        suffix_tokens: windows::lines_cost(suffix, counter),
+        prefix_tokens,
+        suffix_tokens,
         snippet_tokens: kept.iter().map(|(_, s)| snippet_cost(s, counter)).sum(),
         sources: kept
             .iter()

@@ -417,6 +417,18 @@ impl WorkspaceIndex {
         self.store.read().file_symbols(path)
     }
 
+    /// The innermost of `path`'s definitions whose range holds `line`
+    /// (0-based) and whose kind `wanted` accepts. For the completion path:
+    /// a file of thousands of definitions is not copied to find one.
+    pub fn enclosing_symbol(
+        &self,
+        path: &Path,
+        line: u32,
+        wanted: impl Fn(SymbolKind) -> bool,
+    ) -> Option<IndexedSymbol> {
+        self.store.read().enclosing_symbol(path, line, wanted)
+    }
+
     /// Files referencing `name`, sorted.
     pub fn files_referencing(&self, name: &str) -> Vec<PathBuf> {
         self.store.read().files_referencing(name)

@@ -463,6 +463,25 @@ impl Store {
         e.defs.iter().map(|d| self.symbol(e, d)).collect()
     }
 
+    /// The innermost definition of `path` whose range holds `line` and
+    /// whose kind `wanted` accepts, without copying the others.
+    pub(super) fn enclosing_symbol(
+        &self,
+        path: &Path,
+        line: u32,
+        wanted: impl Fn(SymbolKind) -> bool,
+    ) -> Option<IndexedSymbol> {
+        let e = self.file(path)?;
+        // Definitions are in document order (enclosing before enclosed), so
+        // sorted by where they start: of those starting by `line`, the last
+        // that still holds it is the innermost.
+        let started = e.defs.partition_point(|d| d.range.0.line <= line);
+        let d = e.defs[..started]
+            .iter()
+            .rfind(|d| line <= d.range.1.line && wanted(d.kind))?;
+        Some(self.symbol(e, d))
+    }
+
     pub(super) fn files_referencing(&self, name: &str) -> Vec<PathBuf> {
         let Some(entry) = self.names.get(name) else {
             return Vec::new();

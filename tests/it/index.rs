@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio_util::sync::CancellationToken;
 
 use fettle::index::{IndexProgress, IndexSettings, WorkspaceIndex};
-use fettle::syntax::Language;
+use fettle::syntax::{Language, SymbolKind};
 use index_common::*;
 
 #[test]
@@ -305,4 +305,67 @@ fn progress_reports_reach_the_total() {
         &CancellationToken::new(),
     );
     assert_eq!(*last.lock(), Some((9, Some(9))));
+}
+
+/// The innermost definition around a line, as the completion prompt asks
+/// for it, agrees with scanning all of the file's symbols.
+#[test]
+fn enclosing_symbol_is_the_innermost_around_the_line() {
+    let dir = workspace();
+    let (index, _) = index(dir.path());
+    let path = dir.path().join("src/nested.rs");
+    let text = "fn before() {}\n\nimpl Shape {\n    fn area(&self) -> u32 {\n        fn helper() -> u32 {\n            1\n        }\n        helper()\n    }\n}\n\nfn after() {\n    let x = 1;\n}\n";
+    index.update_text(&path, Some(Language::Rust), text);
+    let functions = |kind: SymbolKind| matches!(kind, SymbolKind::Function | SymbolKind::Method);
+    let name_at = |line: u32| {
+        index
+            .enclosing_symbol(&path, line, functions)
+            .map(|s| s.name.to_string())
+    };
+    let by_scan = |line: u32| {
+        index
+            .file_symbols(&path)
+            .into_iter()
+            .rfind(|s| functions(s.kind) && s.range.0.line <= line && line <= s.range.1.line)
+            .map(|s| s.name.to_string())
+    };
+    let expected = [
+        (0, Some("before")),
+        (1, None),
+        (2, None),
+        (3, Some("area")),
+        (5, Some("helper")),
+        (7, Some("area")),
+        (9, None),
+        (12, Some("after")),
+        (40, None),
+    ];
+    for (line, name) in expected {
+        assert_eq!(name_at(line).as_deref(), name, "line {line}");
+        assert_eq!(name_at(line), by_scan(line), "line {line}");
+    }
+    // Any kind: the impl block holds line 2 and encloses the methods.
+    let any = |line: u32| {
+        index
+            .enclosing_symbol(&path, line, |_| true)
+            .map(|s| (s.name.to_string(), s.range))
+    };
+    let any_by_scan = |line: u32| {
+        index
+            .file_symbols(&path)
+            .into_iter()
+            .rfind(|s| s.range.0.line <= line && line <= s.range.1.line)
+            .map(|s| (s.name.to_string(), s.range))
+    };
+    assert!(
+        any(2).is_some_and(|(name, _)| name.contains("Shape")),
+        "{:?}",
+        any(2)
+    );
+    for line in 0..16 {
+        assert_eq!(any(line), any_by_scan(line), "line {line}");
+    }
+    assert!(index
+        .enclosing_symbol(&dir.path().join("src/missing.rs"), 0, |_| true)
+        .is_none());
 }

@@ -46,7 +46,26 @@ pub(super) fn module_names(path: &Path, language: Language) -> Vec<&str> {
 /// specific of each line first (`use crate::a::b::C` gives `C`, `b`, `a`).
 /// Plain line scanning: `use`, `mod`, `import`, `from`, `#include`,
 /// `require`, and Go's `import ( … )` blocks.
+///
+/// The last answer is remembered with the lines it was read from: every
+/// keystroke's prompt asks again about a file whose top rarely changes, and
+/// comparing the lines costs a fraction of scanning them.
 pub(super) fn import_names(text: &str) -> Vec<String> {
+    static LAST: parking_lot::Mutex<Option<(String, Vec<String>)>> = parking_lot::Mutex::new(None);
+    let head = &text[..memchr::memchr_iter(b'\n', text.as_bytes())
+        .nth(IMPORT_SCAN_LINES - 1)
+        .map_or(text.len(), |newline| newline + 1)];
+    if let Some((seen, names)) = LAST.lock().as_ref() {
+        if seen == head {
+            return names.clone();
+        }
+    }
+    let names = scan_import_names(head);
+    *LAST.lock() = Some((head.to_string(), names.clone()));
+    names
+}
+
+fn scan_import_names(text: &str) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     let mut in_go_block = false;
     for line in text.lines().take(IMPORT_SCAN_LINES) {
@@ -91,9 +110,15 @@ fn is_import_line(line: &str) -> bool {
         "from ",
         "#include",
     ];
-    STARTS.iter().any(|s| line.starts_with(s)) || line.contains("require(") || {
-        line.contains("require \"") || line.contains("require '")
-    }
+    // Every line scanned is searched for `require`: with one searcher
+    // built once (a searcher per line cost more than the search).
+    static REQUIRE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("require"));
+    STARTS.iter().any(|s| line.starts_with(s))
+        || REQUIRE.find_iter(line.as_bytes()).any(|at| {
+            let rest = &line.as_bytes()[at + "require".len()..];
+            rest.starts_with(b"(") || rest.starts_with(b" \"") || rest.starts_with(b" '")
+        })
 }
 
 /// The first quoted string of `line`, if any.

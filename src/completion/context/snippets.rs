@@ -82,8 +82,14 @@ pub(super) struct Gatherer<'i, 'a> {
 type Source<'i, 'a> = fn(&mut Gatherer<'i, 'a>) -> bool;
 
 impl<'i, 'a> Gatherer<'i, 'a> {
-    /// `shown` are the lines of the current document the windows may show.
-    pub fn new(input: &'i ContextInput<'a>, cursor: usize, shown: Range<usize>) -> Self {
+    /// `cursor_line` is the cursor's 0-based line, `shown` the lines of the
+    /// current document the windows may show.
+    pub fn new(
+        input: &'i ContextInput<'a>,
+        cursor: usize,
+        cursor_line: usize,
+        shown: Range<usize>,
+    ) -> Self {
         let mut taken = Vec::new();
         if let Some(path) = input.path {
             taken.push(Taken {
@@ -94,7 +100,7 @@ impl<'i, 'a> Gatherer<'i, 'a> {
         Gatherer {
             input,
             cursor,
-            cursor_line: line_of(input.text, cursor),
+            cursor_line,
             taken,
             out: Gathered::default(),
             disk: HashMap::new(),
@@ -352,15 +358,11 @@ impl<'i, 'a> Gatherer<'i, 'a> {
         let path = self.input.path?;
         let line = self.cursor_line as u32;
         index
-            .file_symbols(path)
-            .into_iter()
-            // Enclosing before enclosed: the last match is the innermost.
-            .rfind(|s| {
+            .enclosing_symbol(path, line, |kind| {
                 matches!(
-                    s.kind,
+                    kind,
                     SymbolKind::Function | SymbolKind::Method | SymbolKind::Constructor
-                ) && s.range.0.line <= line
-                    && line <= s.range.1.line
+                )
             })
             .and_then(|s| Some((s.name.to_string(), s.detail?.to_string())))
     }

@@ -3,8 +3,17 @@ use std::ops::Range;
 
 use crate::model::tokens::{self, TokenCounter};
 
-/// The widest prefix and suffix windows a budget of `total` allows.
-pub(super) struct Windows {
+/// The widest prefix and suffix windows a budget of `total` allows, with
+/// each of their lines' token counts: the prompt's windows, cut to their
+/// final budgets, are taken from these without counting again.
+pub(super) struct Windows<'t> {
+    before: &'t str,
+    after: &'t str,
+    /// (bytes, tokens) of the widest prefix's lines, the cursor's first;
+    /// empty when even the cursor's line had to be cut.
+    prefix_lines: Vec<(usize, usize)>,
+    /// The same for the suffix's lines, the cursor's first.
+    suffix_lines: Vec<(usize, usize)>,
     /// Tokens the prefix needs (line by line), at most `total`.
     pub prefix_need: usize,
     pub suffix_need: usize,
@@ -13,21 +22,97 @@ pub(super) struct Windows {
     pub shown_lines: Range<usize>,
 }
 
-impl Windows {
-    pub fn widest(before: &str, after: &str, total: usize, counter: &dyn TokenCounter) -> Self {
-        // Cutting at `total` first bounds the counting to what could ever be
+impl<'t> Windows<'t> {
+    /// `cursor_line` is the number of newlines in `before`.
+    pub fn widest(
+        before: &'t str,
+        after: &'t str,
+        cursor_line: usize,
+        total: usize,
+        counter: &dyn TokenCounter,
+    ) -> Self {
+        // Stopping at `total` bounds the counting to what could ever be
         // used, however large the file.
-        let prefix = tokens::take_prefix_tail(before, total, counter);
-        let suffix = tokens::take_suffix_head(after, total, counter);
-        let cursor_line = count_newlines(before);
+        let prefix_lines = fitting_lines(before.split_inclusive('\n').rev(), total, counter);
+        let suffix_lines = fitting_lines(after.split_inclusive('\n'), total, counter);
+        let mut windows = Windows {
+            before,
+            after,
+            prefix_lines,
+            suffix_lines,
+            prefix_need: 0,
+            suffix_need: 0,
+            shown_lines: 0..0,
+        };
+        let (prefix, prefix_need) = windows.prefix(total, counter);
+        let (suffix, suffix_need) = windows.suffix(total, counter);
         let first = cursor_line - count_newlines(prefix);
         let last = cursor_line + count_newlines(suffix);
-        Windows {
-            prefix_need: lines_cost(prefix, counter),
-            suffix_need: lines_cost(suffix, counter),
-            shown_lines: first..last + 1,
+        windows.prefix_need = prefix_need;
+        windows.suffix_need = suffix_need;
+        windows.shown_lines = first..last + 1;
+        windows
+    }
+
+    /// The prefix that fits in `budget` (at most the widest's `total`) and
+    /// its tokens, as [`tokens::take_prefix_tail`] cuts it.
+    pub fn prefix(&self, budget: usize, counter: &dyn TokenCounter) -> (&'t str, usize) {
+        match take(&self.prefix_lines, budget) {
+            Some((bytes, used)) => (&self.before[self.before.len() - bytes..], used),
+            None => {
+                let prefix = tokens::take_prefix_tail(self.before, budget, counter);
+                (prefix, lines_cost(prefix, counter))
+            }
         }
     }
+
+    /// The suffix that fits in `budget` (at most the widest's `total`) and
+    /// its tokens, as [`tokens::take_suffix_head`] cuts it.
+    pub fn suffix(&self, budget: usize, counter: &dyn TokenCounter) -> (&'t str, usize) {
+        match take(&self.suffix_lines, budget) {
+            Some((bytes, used)) => (&self.after[..bytes], used),
+            None => {
+                let suffix = tokens::take_suffix_head(self.after, budget, counter);
+                (suffix, lines_cost(suffix, counter))
+            }
+        }
+    }
+}
+
+/// (bytes, tokens) of the leading `lines` whose tokens add up to at most
+/// `total`.
+fn fitting_lines<'a>(
+    lines: impl Iterator<Item = &'a str>,
+    total: usize,
+    counter: &dyn TokenCounter,
+) -> Vec<(usize, usize)> {
+    let mut used = 0;
+    let mut out = Vec::new();
+    for line in lines {
+        let cost = counter.count(line);
+        if used + cost > total {
+            break;
+        }
+        used += cost;
+        out.push((line.len(), cost));
+    }
+    out
+}
+
+/// Bytes and tokens of the leading `lines` that fit in `budget`; `None`
+/// when not even the first does (or there are none): the caller cuts
+/// inside the line. Lines past those counted never fit (they did not fit
+/// the widest budget, which is at least `budget`).
+fn take(lines: &[(usize, usize)], budget: usize) -> Option<(usize, usize)> {
+    let (mut bytes, mut used) = (0, 0);
+    for &(len, cost) in lines {
+        if used + cost > budget {
+            break;
+        }
+        used += cost;
+        bytes += len;
+    }
+    (bytes > 0).then_some((bytes, used))
 }
 
 /// Tokens of `text` counted line by line, as the budget helpers count them.
