@@ -18,7 +18,8 @@ pub enum Stage {
     Locate,
     /// The prompt: context gathered, laid out, redacted.
     Context,
-    /// The model task spawned → running.
+    /// The model request created → first running (in the request's own
+    /// task: only the setting up).
     Spawn,
     /// The HTTP request built (body serialized) and handed to the client.
     Send,

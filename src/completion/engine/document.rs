@@ -58,7 +58,9 @@ pub(super) struct InFlight {
     pub(super) key: Key,
     /// Turns true once its answer (if any) is in the cache.
     pub(super) done: tokio::sync::watch::Receiver<bool>,
-    pub(super) abort: tokio::task::AbortHandle,
+    /// Stops it (it may be running in the request that started it, or as a
+    /// task of its own).
+    pub(super) abort: CancellationToken,
 }
 
 impl DocumentState {
@@ -77,7 +79,7 @@ impl DocumentState {
         let mut inner = self.inner.lock();
         inner.latest.cancel();
         if let Some(inflight) = inner.inflight.take() {
-            inflight.abort.abort();
+            inflight.abort.cancel();
         }
     }
 

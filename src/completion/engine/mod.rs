@@ -19,15 +19,19 @@ mod sample;
 
 pub use document::DocumentState;
 
+use std::future::Future;
 use std::ops::Range;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use ropey::Rope;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tree_sitter::Tree;
 use url::Url;
 
@@ -275,7 +279,7 @@ impl Engine {
                         return from_cache(hit, waited.elapsed());
                     }
                 } else {
-                    abort.abort();
+                    abort.cancel();
                 }
             }
         }
@@ -335,45 +339,52 @@ impl Engine {
                 }
             }
         } else {
-            // The model request runs as its own task, which also postprocesses
-            // and caches the answer: if a newer keystroke supersedes this
-            // request, the answer is still there for it (see the in-flight
-            // check above).
+            // The model request also postprocesses and caches its answer. It
+            // runs here, in this request's task (no hand-off to another
+            // thread on the way to the model); if this request goes away
+            // first (a newer keystroke, the client's cancel), it goes on as a
+            // task of its own, so the answer is there for the next request
+            // (see the in-flight check above).
             let (done_tx, done_rx) = watch::channel(false);
+            let abort = CancellationToken::new();
             let engine = Arc::clone(self);
             let task_key = key.clone();
             let task_text = Arc::clone(&text);
-            let task = tokio::spawn(async move {
+            let stop = abort.clone();
+            let work = async move {
                 let mut times = TaskTimes::start();
                 let marks = times.http.clone();
                 let sampled = sample(&model, fim, multiline, std::future::pending());
-                let outcome = crate::model::timing::recorded(marks, sampled)
-                    .await
-                    .map(|raw| {
-                        times.streamed = Some(Instant::now());
-                        let done = finish(&task_text, cursor, &raw, multiline, max_lines);
-                        if let Ok(done) = &done {
-                            engine.cache.lock().insert(task_key, done.clone());
-                        }
-                        (raw, done)
-                    });
+                let outcome = tokio::select! {
+                    sampled = crate::model::timing::recorded(marks, sampled) => sampled,
+                    () = stop.cancelled() => return None,
+                };
+                let outcome = outcome.map(|raw| {
+                    times.streamed = Some(Instant::now());
+                    let done = finish(&task_text, cursor, &raw, multiline, max_lines);
+                    if let Ok(done) = &done {
+                        engine.cache.lock().insert(task_key, done.clone());
+                    }
+                    (raw, done)
+                });
                 let _ = done_tx.send(true);
                 times.finished = Some(Instant::now());
-                (outcome, times)
-            });
+                Some((outcome, times))
+            };
             document.state.set_inflight(InFlight {
                 key: key.clone(),
                 done: done_rx,
-                abort: task.abort_handle(),
+                abort,
             });
+            let mut work = Detachable::new(work);
             tokio::select! {
-                joined = task => match joined {
-                    Ok((Ok(answer), times)) => {
+                finished = &mut work => match finished {
+                    Some((Ok(answer), times)) => {
                         times.record(model_started, stages);
                         answers.push(answer);
                     }
-                    Ok((Err(outcome), _)) => return none(outcome, model_started.elapsed()),
-                    Err(_) => return none(Outcome::Cancelled, model_started.elapsed()),
+                    Some((Err(outcome), _)) => return none(outcome, model_started.elapsed()),
+                    None => return none(Outcome::Cancelled, model_started.elapsed()),
                 },
                 () = ticket.cancelled() => {
                     return none(Outcome::Cancelled, model_started.elapsed());
@@ -556,7 +567,50 @@ impl Engine {
     }
 }
 
-/// When the model task of an automatic request reached each point.
+/// A future polled in place by the request that started it which, if
+/// dropped before it finishes, goes on as a task of its own.
+struct Detachable<F: Future + Send + 'static> {
+    work: Option<Pin<Box<F>>>,
+}
+
+impl<F: Future + Send + 'static> Detachable<F>
+where
+    F::Output: Send,
+{
+    fn new(work: F) -> Self {
+        Detachable {
+            work: Some(Box::pin(work)),
+        }
+    }
+}
+
+impl<F: Future + Send + 'static> Future for Detachable<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Pending; // Finished: never polled again by select.
+        };
+        let output = std::task::ready!(work.as_mut().poll(cx));
+        self.work = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<F: Future + Send + 'static> Drop for Detachable<F> {
+    fn drop(&mut self) {
+        let Some(work) = self.work.take() else { return };
+        // Outside a runtime (the process is ending) there is nobody to
+        // finish it for.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                work.await;
+            });
+        }
+    }
+}
+
+/// When the model request of an automatic request reached each point.
 struct TaskTimes {
     polled: Instant,
     http: crate::model::timing::SharedMarks,

@@ -85,12 +85,16 @@ pub fn schedule_if_quiet(state: &Arc<State>, uri: Url, cursor: usize, seen: u64)
 }
 
 fn start_timer(state: &Arc<State>, uri: Url, cursor: usize) {
-    let after = state.config().completion.warm_after_ms;
+    let config = state.config();
+    let after = config.completion.warm_after_ms;
     let mut pending = state.warm.pending.lock();
     if let Some(earlier) = pending.take() {
         earlier.abort();
     }
-    if after == 0 {
+    // Only the embedded model has a cache to warm: for the others, no timer
+    // task per keystroke (its spawn and abort woke another thread on the
+    // way to each answer).
+    if after == 0 || !warmable(state, &config.completion.model) {
         return;
     }
     // Weak: a pending warm-up does not keep a shut-down server alive.
@@ -102,6 +106,14 @@ fn start_timer(state: &Arc<State>, uri: Url, cursor: usize) {
         }
     });
     *pending = Some(task.abort_handle());
+}
+
+/// Whether completion's model is the embedded one.
+fn warmable(state: &State, model: &str) -> bool {
+    state
+        .models()
+        .get(model)
+        .is_ok_and(|m| m.config().provider == crate::config::Provider::Local)
 }
 
 async fn warm(state: &Arc<State>, uri: &Url, cursor: usize) {

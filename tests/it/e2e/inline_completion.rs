@@ -681,6 +681,38 @@ fn a_keystroke_reuses_the_model_request_already_in_flight() {
     assert!(lsp.shutdown_and_exit().success());
 }
 
+/// VS Code cancels each inline completion request ($/cancelRequest) as the
+/// user types on: the model request it started still serves the next one.
+#[test]
+fn a_request_the_client_cancels_leaves_its_model_request_to_the_next() {
+    let slow = ScriptedResponse {
+        delay_ms: 500,
+        ..ScriptedResponse::text("p.x * p.y;\n")
+    };
+    let mock = Mock::start(vec![slow]);
+    let (_ws, mut lsp, uri) = open_lib(mock.options());
+    let first = lsp.send_request(
+        "textDocument/inlineCompletion",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 12 } }),
+    );
+    std::thread::sleep(Duration::from_millis(150));
+    lsp.notify("$/cancelRequest", json!({ "id": first }));
+    let cancelled = lsp.response(&first);
+    assert_eq!(cancelled["error"]["code"], -32800, "{cancelled}");
+    insert(&mut lsp, &uri, 2, (3, 12), "p");
+    let second = lsp.send_request(
+        "textDocument/inlineCompletion",
+        json!({ "textDocument": { "uri": uri }, "position": { "line": 3, "character": 13 } }),
+    );
+    let answer = lsp.response(&second);
+    assert_eq!(
+        answer["result"]["items"][0]["insertText"], ".x * p.y;",
+        "{answer}"
+    );
+    assert_eq!(mock.prompts().len(), 1, "one model request for both");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
 #[test]
 fn where_the_user_was_working_in_another_file_reaches_the_prompt() {
     let mock = Mock::repeating("p.x * p.y;\n");
