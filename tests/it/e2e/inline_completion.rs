@@ -409,21 +409,33 @@ fn recently_edited_code_in_another_open_file_reaches_the_prompt() {
     assert!(lsp.shutdown_and_exit().success());
 }
 
+/// A Python file whose last line wants completing (line 2, character 8).
+const CALC_PY: &str = "numbers = [1, 2, 3, 4, 5]\nsquares = [n * n for n in numbers]\ncubes = \n";
+
+/// Whether the embedded model's weights are installed; when they are not, a
+/// test skips, unless FETTLE_REQUIRE_MODEL=1 (as in CI) makes it fail.
+fn embedded_model_installed() -> bool {
+    let model = fettle::config::expand_home(fettle::config::DEFAULT_LOCAL_MODEL_PATH);
+    if model.is_file() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("FETTLE_REQUIRE_MODEL").is_none_or(|v| v != "1"),
+        "{} is missing; run `fettle model fetch`",
+        model.display()
+    );
+    eprintln!("skipping: {} is missing", model.display());
+    false
+}
+
 /// The real embedded model, end to end (skipped when it is not installed,
 /// unless FETTLE_REQUIRE_MODEL=1, as in CI).
 #[test]
 fn completes_with_the_real_embedded_model() {
-    let model = fettle::config::expand_home(fettle::config::DEFAULT_LOCAL_MODEL_PATH);
-    if !model.is_file() {
-        assert!(
-            std::env::var_os("FETTLE_REQUIRE_MODEL").is_none_or(|v| v != "1"),
-            "{} is missing; run `fettle model fetch`",
-            model.display()
-        );
-        eprintln!("skipping: {} is missing", model.display());
+    if !embedded_model_installed() {
         return;
     }
-    let text = "numbers = [1, 2, 3, 4, 5]\nsquares = [n * n for n in numbers]\ncubes = \n";
+    let text = CALC_PY;
     let ws = Workspace::new(&[("calc.py", text)]);
     // Greedy decoding, so the test sees the same answer every run.
     let options = json!({ "models": { "local": { "temperature": 0 } } });
@@ -467,17 +479,10 @@ fn completes_with_the_real_embedded_model() {
 /// load crashed about once in 40 exits).
 #[test]
 fn exiting_while_the_embedded_model_works_is_clean() {
-    let model = fettle::config::expand_home(fettle::config::DEFAULT_LOCAL_MODEL_PATH);
-    if !model.is_file() {
-        assert!(
-            std::env::var_os("FETTLE_REQUIRE_MODEL").is_none_or(|v| v != "1"),
-            "{} is missing; run `fettle model fetch`",
-            model.display()
-        );
-        eprintln!("skipping: {} is missing", model.display());
+    if !embedded_model_installed() {
         return;
     }
-    let text = "numbers = [1, 2, 3, 4, 5]\nsquares = [n * n for n in numbers]\ncubes = \n";
+    let text = CALC_PY;
     let ws = Workspace::new(&[("calc.py", text)]);
     let uri = ws.uri("calc.py");
     for delay_ms in [0, 50, 150, 300, 600, 1000] {
