@@ -29,6 +29,12 @@ where
     rx.await.ok()
 }
 
+/// Queues `job` on the background thread without waiting for it; false
+/// if the thread could not be started.
+pub fn spawn(job: impl FnOnce() + Send + 'static) -> bool {
+    submit(Box::new(job))
+}
+
 fn submit(job: Job) -> bool {
     static QUEUE: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| {
@@ -37,11 +43,16 @@ fn submit(job: Job) -> bool {
             .name("fettle-background".to_owned())
             .spawn(move || {
                 lower_thread_priority("background");
+                let arena = crate::allocator::PrivateArena::bind_current_thread();
                 for job in rx {
                     // A panicking job is logged (the panic hook) and drops
                     // its answer; the thread goes on with the next.
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                    release_freed_memory();
+                    // Re-tagging a big file allocates and frees megabytes:
+                    // handed back at once, from this thread's arena only.
+                    if let Some(arena) = &arena {
+                        arena.purge();
+                    }
                 }
             });
         match started {
@@ -58,34 +69,29 @@ fn submit(job: Job) -> bool {
     }
 }
 
-/// Hands memory the jobs freed back to the system. Re-tagging a big file
-/// allocates and frees megabytes; glibc keeps freed memory in this thread's
-/// arena, and over a thousand edits the server's resident memory grew by
-/// 14 MB that nothing used. Trimming costs little next to such a job, on a
-/// thread nobody waits for.
-fn release_freed_memory() {
-    if std::env::var_os("FETTLE_EXP_NO_TRIM").is_some() {
-        return;
-    }
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Lowers the calling thread's CPU priority (nice 10). On Linux the nice
-/// value is per thread and inherited by the threads it creates. Raising it
-/// back needs a privilege, so only threads of their own call this.
+/// Lowers the calling thread's CPU priority: nice 10, and the batch
+/// policy, under which waking up never preempts a running thread. At nice
+/// 10 alone, queueing a job from a completion request (the redactor's
+/// refresh) woke this thread onto the request's core, where it ran first:
+/// the request lost 1-2.8 ms (one in ~30 after a pause). Batch threads wait
+/// for the request to yield or for the scheduler's tick, and keep their
+/// share of the CPU under load (the idle policy would starve them while a
+/// build runs). On Linux both are per thread and inherited by the threads
+/// it creates; raising them back needs a privilege, so only threads of
+/// their own call this.
 pub fn lower_thread_priority(what: &str) {
-    // SAFETY: gettid and setpriority only read their integer arguments and
-    // change the calling thread's scheduling attribute; no memory is shared.
-    let result = unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10)
+    let batch = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler reads the parameter struct, gettid and
+    // setpriority only integers; they change the calling thread's
+    // scheduling attributes (pid 0 and the tid: this thread), nothing else.
+    let results = unsafe {
+        [
+            libc::sched_setscheduler(0, libc::SCHED_BATCH, &batch),
+            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10),
+        ]
     };
-    if result != 0 {
-        tracing::debug!(%what, error = %std::io::Error::last_os_error(), "could not lower a thread's priority");
+    if results.iter().any(|&r| r != 0) {
+        tracing::debug!(%what, ?results, error = %std::io::Error::last_os_error(), "could not lower a thread's priority");
     }
 }
 
@@ -95,12 +101,20 @@ mod tests {
 
     #[tokio::test]
     async fn jobs_run_in_order_at_a_lower_priority_and_survive_panics() {
-        let nice = run(|| {
-            // SAFETY: reads the calling thread's nice value.
-            unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+        let scheduling = run(|| {
+            // SAFETY: read the calling thread's nice value and policy.
+            unsafe {
+                (
+                    libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t),
+                    libc::sched_getscheduler(0),
+                )
+            }
         })
         .await;
-        assert!(nice.is_some_and(|n| n >= 10), "{nice:?}");
+        assert!(
+            scheduling.is_some_and(|(nice, policy)| nice >= 10 && policy == libc::SCHED_BATCH),
+            "{scheduling:?}"
+        );
         let panicked: Option<()> = run(|| panic!("a broken job")).await;
         assert_eq!(panicked, None);
         let order: Vec<_> = futures::future::join_all((0..5).map(|i| run(move || i))).await;

@@ -3,6 +3,7 @@
 //! See `ARCHITECTURE.md` for the bird's-eye view and the code map.
 
 pub mod agent;
+pub mod allocator;
 pub mod background;
 pub mod cli;
 pub mod completion;
