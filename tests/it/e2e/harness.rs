@@ -403,6 +403,23 @@ impl Lsp {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Whether the server's stderr says `needle` within 10 s. stderr is
+    /// read by a thread of its own: a line the server wrote before a
+    /// response may arrive after it.
+    #[allow(dead_code)] // Not every test binary reads it.
+    pub fn stderr_says(&self, needle: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if self.stderr.lock().unwrap().contains(needle) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// The stderr log itself, readable after the session is consumed (what
     /// the server wrote while exiting).
     #[allow(dead_code)] // Not every test binary reads it.

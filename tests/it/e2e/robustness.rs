@@ -132,10 +132,8 @@ fn changes_for_unknown_documents_and_stale_versions_are_ignored() {
     );
     let names = lsp.symbol_names(&uri);
     assert_eq!(names, ["fifth"]);
-    assert!(lsp
-        .stderr()
-        .contains("didChange for a document that is not open"));
-    assert!(lsp.stderr().contains("stale change"));
+    assert!(lsp.stderr_says("didChange for a document that is not open"));
+    assert!(lsp.stderr_says("stale change"));
     assert!(lsp.shutdown_and_exit().success());
 }
 

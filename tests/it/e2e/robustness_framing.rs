@@ -119,9 +119,7 @@ fn shutdown_as_a_notification_is_ignored() {
     lsp.send(&json!({ "jsonrpc": "2.0", "method": "shutdown" }));
     let result = lsp.request("workspace/symbol", json!({ "query": "" }));
     assert!(result.is_ok(), "the server shut down: {result:?}");
-    assert!(lsp
-        .stderr()
-        .contains("ignored `shutdown` sent as a notification"));
+    assert!(lsp.stderr_says("ignored `shutdown` sent as a notification"));
     // The real request still works, and the exit code says so.
     assert!(lsp.shutdown_and_exit().success());
 }
@@ -138,7 +136,7 @@ fn a_response_over_the_output_limit_becomes_an_error_and_framing_survives() {
         message.contains("response too large") && message.contains("limit 64 MB"),
         "{message}"
     );
-    assert!(lsp.stderr().contains("not writing an oversized response"));
+    assert!(lsp.stderr_says("not writing an oversized response"));
     // Just under the limit still goes through, and later answers arrive.
     let result = lsp
         .request("fettle/debug/bulk", json!({ "bytes": 1 << 20 }))
