@@ -14,11 +14,13 @@
 //! as under tower-lsp); the rest of it runs as its own task, in parallel
 //! with the others. Answers, and the server's own requests and
 //! notifications, are serialized where they are made (framed in place, no
-//! copy) and written by one writer, a whole frame per write, so frames never
-//! interleave on stdout; a frame over the output limit is never written: its
+//! copy) and written whole and in order ([`out`]: by the handler itself
+//! when nothing is queued before it, else by the writer task), so frames
+//! never interleave on stdout; a frame over the output limit is never written: its
 //! request is answered with an error instead. stdin and stdout are watched
 //! by the runtime's reactor ([`stdio`]), not read on the blocking pool.
 
+mod out;
 mod raw_id;
 mod reader;
 pub mod stdio;
@@ -31,7 +33,7 @@ use futures::{Sink, StreamExt};
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -39,6 +41,7 @@ use tower::Service;
 use tower_lsp::jsonrpc::{Error, ErrorCode, Request, Response};
 use tower_lsp::{ClientSocket, ExitedError};
 
+use out::Out;
 use raw_id::raw_id;
 use reader::{Frame, FrameReader};
 use timing::Stage;
@@ -73,7 +76,6 @@ impl Outgoing {
     }
 }
 
-type Out = mpsc::UnboundedSender<Outgoing>;
 /// tower-lsp's sink for the client's answers to the server's requests.
 type Responses = Arc<Mutex<std::pin::Pin<Box<dyn Sink<Response, Error = ExitedError> + Send>>>>;
 
@@ -97,12 +99,12 @@ where
     S: Service<Request, Response = Option<Response>, Error = ExitedError> + Send + 'static,
     S::Future: Send + 'static,
 {
-    let (out, out_rx) = mpsc::unbounded_channel::<Outgoing>();
     let (closed_tx, input_closed) = oneshot::channel();
     let (requests, responses) = socket.split();
     let responses: Responses = Arc::new(Mutex::new(Box::pin(responses)));
     let finish = CancellationToken::new();
-    let writer = tokio::spawn(write_stdout(stdout, out_rx, finish.clone()));
+    let (out, write_queued) = Out::new(stdout, finish.clone());
+    let writer = tokio::spawn(write_queued);
     tokio::spawn(forward_server_messages(
         requests,
         out.clone(),
@@ -382,33 +384,6 @@ fn error_frame(id: &str, code: i64, message: &str) -> Outgoing {
     let body =
         format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{message}}}}}"#);
     Outgoing::untimed(frame(body.as_bytes()))
-}
-
-async fn write_stdout<O: AsyncWrite + Unpin>(
-    mut stdout: O,
-    mut frames: mpsc::UnboundedReceiver<Outgoing>,
-    finish: CancellationToken,
-) {
-    loop {
-        let next = tokio::select! {
-            biased;
-            frame = frames.recv() => frame,
-            () = finish.cancelled(), if !frames.is_closed() => {
-                // What is queued still goes out; then `recv` ends.
-                frames.close();
-                continue;
-            }
-        };
-        let Some(frame) = next else { return };
-        let bytes = &frame.buf[frame.start..];
-        if stdout.write_all(bytes).await.is_err() || stdout.flush().await.is_err() {
-            tracing::error!("stdout is closed; dropping output");
-            return;
-        }
-        if let Some(queued) = frame.queued {
-            timing::record(Stage::Write, queued.elapsed());
-        }
-    }
 }
 
 #[cfg(test)]
