@@ -89,6 +89,10 @@ pub struct ContextInput<'a> {
     pub text: &'a str,
     /// Byte offset of the cursor (moved back to a char boundary if inside one).
     pub cursor: usize,
+    /// The cursor's 0-based line, when the caller knows it (from its rope):
+    /// else the newlines before the cursor are counted, in a large file the
+    /// longest scan of the build.
+    pub cursor_line: Option<usize>,
     /// Absolute path of the current document.
     pub path: Option<&'a Path>,
     /// Workspace root, for relative labels.
@@ -156,9 +160,10 @@ pub fn build(input: &ContextInput<'_>) -> Context {
 
     // The widest windows any split could give: what the prefix and suffix
     // need, and the lines of the current file the prompt may already show.
-    // Counted once: the whole text before the cursor, in a large file the
-    // longest scan of the build.
-    let cursor_line = windows::count_newlines(before);
+    let cursor_line = input
+        .cursor_line
+        .unwrap_or_else(|| windows::count_newlines(before));
+    debug_assert_eq!(cursor_line, windows::count_newlines(before));
     let widest = windows::Windows::widest(before, after, cursor_line, total, counter);
 
     let mut timed_out = false;

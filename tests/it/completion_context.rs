@@ -153,6 +153,7 @@ fn run(call: Call<'_>) -> Context {
     build(&ContextInput {
         text: call.text,
         cursor: call.cursor,
+        cursor_line: None,
         path: Some(call.path),
         root: Some(&call.ws.root),
         language: Language::from_path(call.path),

@@ -103,6 +103,7 @@ pub(super) async fn build(
         let input = ContextInput {
             text: &context_text,
             cursor,
+            cursor_line: Some(cursor_line),
             path: path.as_deref(),
             root: root.as_deref(),
             language,

@@ -13,8 +13,9 @@ use crate::model::{FimRequest, Model, ModelError};
 
 pub(super) type PostResult = Result<Cached, postprocess::Rejected>;
 
-/// Lines before and after the cursor that tell the file's indentation.
-const INDENT_LINES: usize = 400;
+/// Lines before and after the cursor that tell the file's indentation:
+/// 300 lines are plenty to vote on, and every completion scans them.
+const INDENT_LINES: usize = 150;
 
 /// The completion model, its requests bounded by `completion.deadline_ms`
 /// (0: only the model's own limits). Not the embedded model: it has no
