@@ -84,7 +84,7 @@ fn only_cli_and_the_transport_write_to_stdout() {
         let rel = path.strip_prefix(src()).unwrap();
         rel.starts_with("cli")
             || rel.starts_with("lsp/transport")
-            // Hands the process's stdout to the transport's single writer.
+            // Hands the process's stdout to the transport (`transport::out`).
             || rel == Path::new("lsp/mod.rs")
             // The hidden `fettle sandbox-exec --probe` process: its stdout
             // is a pipe Fettle reads, never the LSP stream.
