@@ -9,8 +9,9 @@
 //! trim every arena at once (`malloc_trim`), which did the first and broke
 //! the second: after each background job the next completion's allocations
 //! faulted (on an idle server its prompt-building stage went from 0.43 to
-//! 0.6 ms p50, and finding the names to look up from 63 to ~500 µs p90). jemalloc's arenas can be purged one at a time: the background
-//! thread gets its own ([`PrivateArena`]), purged after each job; the other
+//! 0.6 ms p50, and finding the names to look up from 63 to ~500 µs p90).
+//! jemalloc's arenas can be purged one at a time: the background thread
+//! gets its own ([`PrivateArena`]), purged after each job; the other
 //! threads' arenas return memory only after it has been unused for seconds
 //! (jemalloc's decay), so what a request frees is still there for the next.
 

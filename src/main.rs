@@ -8,7 +8,7 @@ static GLOBAL: fettle::allocator::Global = fettle::allocator::Global {};
 /// (which creates its own). With one per CPU core and thread (8 here), the
 /// threads that come and go on the blocking pool left memory in each:
 /// resident memory grew by 13-14 MB over the benchmark's 1,000 completions,
-/// 5.4 MB with one.
+/// 5.1-5.9 MB with one (runs of 2026-11-27, docs/performance.md).
 #[cfg(not(target_env = "msvc"))]
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static JEMALLOC_OPTIONS: Option<&u8> = Some(&b"narenas:1\0"[0]);

@@ -16,8 +16,8 @@
 //! notifications, are serialized where they are made (framed in place, no
 //! copy) and written whole and in order ([`out`]: by the handler itself
 //! when nothing is queued before it, else by the writer task), so frames
-//! never interleave on stdout; a frame over the output limit is never written: its
-//! request is answered with an error instead. stdin and stdout are watched
+//! never interleave on stdout; a frame over the output limit is never
+//! written: its request is answered with an error instead. stdin and stdout are watched
 //! by the runtime's reactor ([`stdio`]), not read on the blocking pool.
 
 mod out;
