@@ -111,6 +111,43 @@ impl PrivateArena {
     }
 }
 
+/// Where the heap's memory is, in bytes, over all arenas: what is
+/// allocated (whole pages in use), and what is free but still mapped
+/// (dirty: not yet handed back; muzzy: handed back lazily, still counted
+/// in the resident set until the kernel takes it). For `fettle/stats`.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeapPages {
+    pub active: usize,
+    pub dirty: usize,
+    pub muzzy: usize,
+}
+
+/// The heap's pages now; `None` where jemalloc is not the allocator or
+/// does not answer. Page counts need no `stats` build of jemalloc (which
+/// would count every allocation).
+pub fn heap_pages() -> Option<HeapPages> {
+    #[cfg(not(target_env = "msvc"))]
+    {
+        use tikv_jemalloc_ctl::raw;
+        // 4096 is jemalloc's MALLCTL_ARENAS_ALL: the sum over all arenas.
+        // SAFETY: `epoch` takes a u64 (refreshing what is read next); the
+        // others read a size_t each, as their types say.
+        unsafe {
+            raw::write::<u64>(b"epoch\0", 1).ok()?;
+            let page = raw::read::<usize>(b"arenas.page\0").ok()?;
+            let pages = |name: &[u8]| raw::read::<usize>(name).ok().map(|n| n * page);
+            Some(HeapPages {
+                active: pages(b"stats.arenas.4096.pactive\0")?,
+                dirty: pages(b"stats.arenas.4096.pdirty\0")?,
+                muzzy: pages(b"stats.arenas.4096.pmuzzy\0")?,
+            })
+        }
+    }
+    #[cfg(target_env = "msvc")]
+    None
+}
+
 #[cfg(all(test, not(target_env = "msvc")))]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -144,6 +181,32 @@ mod tests {
             unsafe { tikv_jemalloc_sys::free(block) };
         }
         (arena, index)
+    }
+
+    #[test]
+    fn heap_pages_count_what_is_allocated_and_what_was_freed() {
+        // A thread and arena of its own (the other test churns too).
+        std::thread::spawn(|| {
+            let _arena = PrivateArena::bind_current_thread().expect("an arena");
+            let before = heap_pages().expect("jemalloc answers");
+            // SAFETY: jemalloc's malloc; the block is freed below.
+            let block = unsafe { tikv_jemalloc_sys::malloc(16 << 20) };
+            assert!(!block.is_null());
+            let during = heap_pages().expect("jemalloc answers");
+            assert!(
+                during.active >= before.active + (15 << 20),
+                "{before:?} → {during:?} with 16 MB allocated"
+            );
+            // SAFETY: allocated above by the same allocator, freed once.
+            unsafe { tikv_jemalloc_sys::free(block) };
+            let after = heap_pages().expect("jemalloc answers");
+            assert!(
+                after.active + (15 << 20) <= during.active,
+                "{during:?} → {after:?}"
+            );
+        })
+        .join()
+        .expect("the test thread");
     }
 
     #[test]

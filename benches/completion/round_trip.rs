@@ -187,16 +187,35 @@ impl Session {
 
     /// Resident and peak memory, in MB.
     fn memory(&self) -> (f64, f64) {
+        (self.status_mb("VmRSS:"), self.status_mb("VmHWM:"))
+    }
+
+    /// A field of the server's `/proc/PID/status`, in MB.
+    fn status_mb(&self, name: &str) -> f64 {
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", self.lsp.pid())).unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-                .map_or(f64::NAN, |kb| kb / 1024.0)
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    }
+
+    /// The resident memory's parts, in MB: anonymous (heap, stacks) and
+    /// file-backed (the binary's pages as they are first run).
+    fn resident_parts(&self) -> [f64; 2] {
+        [self.status_mb("RssAnon:"), self.status_mb("RssFile:")]
+    }
+
+    /// Fettle's heap pages in MB (2^20 bytes, as RSS): in use, dirty,
+    /// muzzy; from `fettle/stats`.
+    fn heap(&mut self) -> Option<[f64; 3]> {
+        let Server::Fettle = self.server else {
+            return None;
         };
-        (field("VmRSS:"), field("VmHWM:"))
+        let stats = self.lsp.request("fettle/stats", json!({})).ok()?;
+        let mb = |key: &str| stats["heapBytes"][key].as_f64().map(|b| b / 1_048_576.0);
+        Some([mb("active")?, mb("dirty")?, mb("muzzy")?])
     }
 
     fn stop(mut self) -> Result<()> {
@@ -299,6 +318,8 @@ pub fn run(
     for server in servers {
         let mut session = Session::start(server, root, big, mock_url);
         run_situation(&mut session, Situation::AtOnce, 20, lines)?;
+        let heap_before = session.heap();
+        let parts_before = session.resident_parts();
         let (before, _) = session.memory();
         let started = Instant::now();
         for batch in 0..MEMORY_COMPLETIONS / PAUSE_EVERY {
@@ -309,12 +330,32 @@ pub fn run(
             session.complete(line, "    let pause = ".len())?;
         }
         let (after, peak) = session.memory();
+        let heap_after = session.heap();
+        let parts_after = session.resident_parts();
         println!(
             "  {}: RSS {before:.1} → {after:.1} MB (growth {:+.1} MB, peak {peak:.1} MB) in {:.1} s",
             server.name(),
             after - before,
             started.elapsed().as_secs_f64()
         );
+        println!(
+            "    resident: anonymous {:.1} → {:.1} MB, file-backed {:.1} → {:.1} MB",
+            parts_before[0], parts_after[0], parts_before[1], parts_after[1]
+        );
+        if let (Some(b), Some(a)) = (heap_before, heap_after) {
+            println!(
+                "    heap: in use {:.1} → {:.1} MB, freed but still mapped {:.1} → {:.1} MB \
+                 (dirty {:.1} → {:.1}, muzzy {:.1} → {:.1})",
+                b[0],
+                a[0],
+                b[1] + b[2],
+                a[1] + a[2],
+                b[1],
+                a[1],
+                b[2],
+                a[2]
+            );
+        }
         session.stop()?;
     }
     Ok(())

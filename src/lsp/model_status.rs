@@ -82,6 +82,10 @@ pub fn stats(state: &State) -> serde_json::Result<serde_json::Value> {
         map.insert("models".to_string(), serde_json::to_value(health)?);
         let edit = state.rewrite.stats.lock().report();
         map.insert("edit".to_string(), serde_json::to_value(edit)?);
+        // Where the resident memory is (benches/completion.rs reads it).
+        if let Some(heap) = crate::allocator::heap_pages() {
+            map.insert("heapBytes".to_string(), serde_json::to_value(heap)?);
+        }
         // The embedded completion model's last request: how much of its
         // prompt came from the KV cache, and what warm-ups evaluated.
         let completion_model = models.get(&state.config().completion.model).ok();

@@ -405,19 +405,23 @@ impl<'i, 'a> Gatherer<'i, 'a> {
 
     /// Windows of the open files most like the code before the cursor.
     fn similar_code(&mut self) -> bool {
-        let text = self.input.text;
-        let start = text[..self.cursor]
-            .rmatch_indices('\n')
-            .nth(similar::WINDOW_LINES - 1)
-            .map_or(0, |(i, _)| i + 1);
-        let query = vocabulary(&text[start..self.cursor]);
         let mut files: Vec<&'a OpenFile<'a>> = self
             .input
             .open_files
             .iter()
             .filter(|f| !self.is_current(f.path))
             .collect();
+        if files.is_empty() {
+            // Nothing to compare with: the query's vocabulary is not needed.
+            return true;
+        }
         files.sort_by_key(|f| f.recency);
+        let text = self.input.text;
+        let start = text[..self.cursor]
+            .rmatch_indices('\n')
+            .nth(similar::WINDOW_LINES - 1)
+            .map_or(0, |(i, _)| i + 1);
+        let query = vocabulary(&text[start..self.cursor]);
         let mut scored: Vec<(f64, usize, &'a OpenFile<'a>, Range<usize>)> = Vec::new();
         for (rank, file) in files.into_iter().enumerate() {
             if self.late() {

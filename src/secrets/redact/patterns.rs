@@ -10,7 +10,7 @@
 use std::ops::Range;
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 
 /// A stretch of text to replace.
 pub(super) struct Span {
@@ -24,6 +24,8 @@ pub(super) struct Span {
 struct Shape {
     label: &'static str,
     re: Regex,
+    /// Its index in [`SHAPES`] (and in [`ANY`]).
+    pattern: usize,
     /// The capture group replaced (0: the whole match).
     group: usize,
     /// An extra check on the replaced text.
@@ -140,11 +142,13 @@ const SHAPES: &[ShapeSpec] = &[
 static COMPILED: LazyLock<Vec<Shape>> = LazyLock::new(|| {
     SHAPES
         .iter()
+        .enumerate()
         .filter_map(
-            |&(label, pattern, group, check)| match Regex::new(pattern) {
+            |(index, &(label, pattern, group, check))| match Regex::new(pattern) {
                 Ok(re) => Some(Shape {
                     label,
                     re,
+                    pattern: index,
                     group,
                     check,
                 }),
@@ -160,16 +164,35 @@ static COMPILED: LazyLock<Vec<Shape>> = LazyLock::new(|| {
 
 /// `key = value`, `key: value`, `"key": "value"`, `key := value`,
 /// `key => value` where the key names a secret.
+const ASSIGNMENT_PATTERN: &str = r#"(?i)(?P<key>[A-Za-z0-9_.\-]*(?:passw(?:or)?d|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|credentials?|auth[_\-]?key|_auth(?-u:\b))[A-Za-z0-9_.\-]*)["']?[ \t]*(?::=|=>|:|=)[ \t]*(?:"(?P<dq>[^"\r\n]*)"|'(?P<sq>[^'\r\n]*)'|(?P<uv>[^\s"'`,;()\[\]{}<>&|]+))"#;
 static ASSIGNMENT: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    let pattern = r#"(?i)(?P<key>[A-Za-z0-9_.\-]*(?:passw(?:or)?d|passphrase|pwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|credentials?|auth[_\-]?key|_auth(?-u:\b))[A-Za-z0-9_.\-]*)["']?[ \t]*(?::=|=>|:|=)[ \t]*(?:"(?P<dq>[^"\r\n]*)"|'(?P<sq>[^'\r\n]*)'|(?P<uv>[^\s"'`,;()\[\]{}<>&|]+))"#;
-    Regex::new(pattern)
+    Regex::new(ASSIGNMENT_PATTERN)
         .map_err(|err| tracing::error!("redactor: assignment pattern does not compile: {err}"))
+        .ok()
+});
+
+/// Every shape's pattern and then the assignment's, as one set: one pass
+/// over the text says which of them match at all (in a completion prompt
+/// usually none), and only those are searched again for their captures.
+/// Searching each pattern with captures was 40% of building a completion's
+/// prompt (docs/performance.md). `None` if the set does not compile (the
+/// patterns do, one by one): then every pattern is searched.
+static ANY: LazyLock<Option<RegexSet>> = LazyLock::new(|| {
+    let patterns = SHAPES.iter().map(|&(_, pattern, _, _)| pattern);
+    RegexSet::new(patterns.chain(std::iter::once(ASSIGNMENT_PATTERN)))
+        .map_err(|err| tracing::error!("redactor: the set of patterns does not compile: {err}"))
         .ok()
 });
 
 /// Adds every shape and secret assignment found in `text` to `spans`.
 pub(super) fn find(text: &str, spans: &mut Vec<Span>) {
+    let matched = ANY.as_ref().map(|set| set.matches(text));
+    // By pattern: SHAPES' order, then the assignment.
+    let may_match = |pattern: usize| matched.as_ref().is_none_or(|m| m.matched(pattern));
     for (rank, shape) in COMPILED.iter().enumerate() {
+        if !may_match(shape.pattern) {
+            continue;
+        }
         for caps in shape.re.captures_iter(text) {
             let Some(m) = caps.get(shape.group) else {
                 continue;
@@ -186,6 +209,9 @@ pub(super) fn find(text: &str, spans: &mut Vec<Span>) {
     let Some(assignment) = ASSIGNMENT.as_ref() else {
         return;
     };
+    if !may_match(SHAPES.len()) {
+        return;
+    }
     let rank = COMPILED.len() + 1;
     for caps in assignment.captures_iter(text) {
         let key = caps.name("key").map_or("", |k| k.as_str());
