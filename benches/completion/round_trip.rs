@@ -12,7 +12,9 @@
 //! - `200 ms after an edit`: the same, 200 ms after the edit (where the
 //!   diagnostics reparse, 150 ms after an edit, may still run).
 //!
-//! Then memory: RSS before and after 1,000 more completions.
+//! Then memory: RSS before and after 1,000 more completions, split into
+//! anonymous and file-backed memory, and Fettle's heap pages (in use,
+//! freed but still mapped) from `fettle/stats`.
 //! The mock's own round trip (a direct request, streamed and not) is
 //! measured too, so it can be subtracted.
 
