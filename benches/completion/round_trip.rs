@@ -346,16 +346,9 @@ pub fn run(
         );
         if let (Some(b), Some(a)) = (heap_before, heap_after) {
             println!(
-                "    heap: in use {:.1} → {:.1} MB, freed but still mapped {:.1} → {:.1} MB \
-                 (dirty {:.1} → {:.1}, muzzy {:.1} → {:.1})",
-                b[0],
-                a[0],
-                b[1] + b[2],
-                a[1] + a[2],
-                b[1],
-                a[1],
-                b[2],
-                a[2]
+                "    heap: in use {:.1} → {:.1} MB; freed, still mapped: dirty {:.1} → {:.1}, \
+                 muzzy {:.1} → {:.1} MB",
+                b[0], a[0], b[1], a[1], b[2], a[2]
             );
         }
         session.stop()?;
