@@ -367,6 +367,10 @@ fn fettle_breakdown(session: &mut Session) -> Result<()> {
         &stats["endToEndMs"],
     );
     percentiles("    server: waiting for the model", &stats["modelMs"]);
+    println!(
+        "    prompts built ahead and sent: {} of {} requests",
+        stats["preparedPrompts"], stats["requests"]
+    );
     for stage in stats["stagesMs"].as_array().into_iter().flatten() {
         let name = stage["stage"].as_str().unwrap_or("?");
         percentiles(&format!("      {name}"), stage);

@@ -103,6 +103,7 @@ pub struct Stats {
     shown: u64,
     accepted: u64,
     cache_hits: u64,
+    prepared_prompts: u64,
     empty: u64,
     cancelled: u64,
     errors: u64,
@@ -124,6 +125,8 @@ pub struct Report {
     /// accepted / shown, `None` before anything was shown.
     pub acceptance_rate: Option<f64>,
     pub cache_hits: u64,
+    /// Requests that sent a prompt built ahead, after the edit's analysis.
+    pub prepared_prompts: u64,
     pub empty: u64,
     pub cancelled: u64,
     pub errors: u64,
@@ -183,6 +186,11 @@ impl Stats {
         }
     }
 
+    /// Counts a request that sent a prompt built ahead.
+    pub fn prompt_prepared(&mut self) {
+        self.prepared_prompts += 1;
+    }
+
     /// Remembers the id of a shown suggestion, so acceptance can be checked.
     pub fn shown_id(&mut self, id: String) {
         if self.shown_ids.len() == SHOWN_IDS {
@@ -210,6 +218,7 @@ impl Stats {
             accepted: self.accepted,
             acceptance_rate: (self.shown > 0).then(|| self.accepted as f64 / self.shown as f64),
             cache_hits: self.cache_hits,
+            prepared_prompts: self.prepared_prompts,
             empty: self.empty,
             cancelled: self.cancelled,
             errors: self.errors,

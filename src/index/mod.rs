@@ -111,6 +111,34 @@ pub struct WorkspaceIndex {
     /// One walk at a time (a second call waits for the first).
     walking: Mutex<()>,
     skipped: AtomicUsize,
+    /// Counts the store's changes (see [`WorkspaceIndex::generation`]).
+    generation: AtomicU64,
+}
+
+/// The store locked for a change; counts it when dropped.
+struct StoreWrite<'a> {
+    store: parking_lot::RwLockWriteGuard<'a, Store>,
+    generation: &'a AtomicU64,
+}
+
+impl Drop for StoreWrite<'_> {
+    fn drop(&mut self) {
+        // Before the lock is released (fields drop after this).
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl std::ops::Deref for StoreWrite<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+impl std::ops::DerefMut for StoreWrite<'_> {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
 }
 
 /// Walk results are committed in batches of this many files, so the write
@@ -127,6 +155,23 @@ impl WorkspaceIndex {
             seq: AtomicU64::new(1),
             walking: Mutex::new(()),
             skipped: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// A number that differs after any change to what the index holds
+    /// (what completion read from it may be out of date).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// The store, for a change: counted once the change is made (while
+    /// the lock is still held), so a reader that read the generation and
+    /// then the old contents sees the count move.
+    fn write_store(&self) -> StoreWrite<'_> {
+        StoreWrite {
+            store: self.store.write(),
+            generation: &self.generation,
         }
     }
 
@@ -244,7 +289,7 @@ impl WorkspaceIndex {
         if batch.is_empty() {
             return;
         }
-        let mut store = self.store.write();
+        let mut store = self.write_store();
         for (path, data) in batch.drain(..) {
             match data {
                 Some(data) => store.commit(path, data, ticket, Origin::Walk),
@@ -262,7 +307,7 @@ impl WorkspaceIndex {
             .chain(overlay.into_iter().filter(|p| !filter.accepts(p, false)));
         let gone: Vec<PathBuf> = gone.collect();
         for chunk in gone.chunks(256) {
-            let mut store = self.store.write();
+            let mut store = self.write_store();
             for p in chunk {
                 store.remove(p, ticket);
             }
@@ -303,14 +348,14 @@ impl WorkspaceIndex {
             } else {
                 self.store.read().paths_under(path)
             };
-            let mut store = self.store.write();
+            let mut store = self.write_store();
             store.remove(path, seq);
             for p in &under {
                 store.remove(p, seq);
             }
             return;
         };
-        self.store.write().commit(path, data, seq, Origin::Disk);
+        self.write_store().commit(path, data, seq, Origin::Disk);
     }
 
     fn update_dir(&self, dir: &Path, filter: &RootFilter) {
@@ -377,7 +422,7 @@ impl WorkspaceIndex {
             Some(tree) => extract::extract_parsed(lang, Some(tree), text),
             None => extract::extract(lang, text),
         });
-        let mut store = self.store.write();
+        let mut store = self.write_store();
         match data {
             Some(data) => store.commit(path, data, seq, Origin::Buffer),
             None => store.remove(path, seq),
@@ -389,7 +434,7 @@ impl WorkspaceIndex {
     pub fn remove_file(&self, path: &Path) {
         let seq = self.ticket();
         let under = self.store.read().paths_under(path);
-        let mut store = self.store.write();
+        let mut store = self.write_store();
         store.remove(path, seq);
         for p in &under {
             store.remove(p, seq);

@@ -199,3 +199,24 @@ mod model {
         }
     }
 }
+
+#[test]
+fn the_generation_moves_with_every_change_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.rs"), "fn a() {}\n").unwrap();
+    let index = super::WorkspaceIndex::new(super::IndexSettings::default());
+    let start = index.generation();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    index.index_roots(&[dir.path().to_path_buf()], &|_| {}, &cancel);
+    let walked = index.generation();
+    assert!(walked > start, "{start} -> {walked}");
+    // Reading changes nothing.
+    assert_eq!(index.definitions("a").len(), 1);
+    assert_eq!(index.generation(), walked);
+    let path = dir.path().join("a.rs");
+    index.update_text(&path, None, "fn a() {}\nfn b() {}\n");
+    let edited = index.generation();
+    assert!(edited > walked, "{walked} -> {edited}");
+    index.remove_file(&path);
+    assert!(index.generation() > edited);
+}

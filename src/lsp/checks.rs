@@ -49,22 +49,22 @@ impl ChecksState {
     }
 }
 
-/// Publishes `syntax` for the open document `uri`, with the file's checker
-/// diagnostics.
-pub async fn publish_syntax(
-    state: &Arc<State>,
-    uri: Url,
-    syntax: Vec<Diagnostic>,
-    version: Option<i32>,
-) {
-    let Some(mut all) = state.documents.get_mut(&uri).map(|mut open| {
+/// Records `syntax`, the open document `uri`'s syntax diagnostics, and
+/// tells completion the file's whole list (with the checker's), which it
+/// returns for [`publish`]; `None` if the document is not open.
+pub fn record_syntax(state: &State, uri: &Url, syntax: Vec<Diagnostic>) -> Option<Vec<Diagnostic>> {
+    let mut all = state.documents.get_mut(uri).map(|mut open| {
         open.syntax_diagnostics = syntax.clone();
         syntax
-    }) else {
-        return;
-    };
-    all.extend(state.checks.checker_diagnostics(&uri));
-    send(state, uri, all, version).await;
+    })?;
+    all.extend(state.checks.checker_diagnostics(uri));
+    tell_completion(state, uri, &all);
+    Some(all)
+}
+
+/// Sends a file's whole list (from [`record_syntax`]) to the client.
+pub async fn publish(state: &State, uri: Url, all: Vec<Diagnostic>, version: Option<i32>) {
+    state.client.publish_diagnostics(uri, all, version).await;
 }
 
 /// The document was closed: its syntax diagnostics go, the checker's
@@ -86,8 +86,13 @@ fn merged(state: &State, uri: &Url) -> Vec<Diagnostic> {
 }
 
 async fn send(state: &Arc<State>, uri: Url, diagnostics: Vec<Diagnostic>, version: Option<i32>) {
-    // Completion's prompt mentions the problems near the cursor.
-    if let Some(completion) = state.documents.get(&uri).map(|d| d.completion.clone()) {
+    tell_completion(state, &uri, &diagnostics);
+    publish(state, uri, diagnostics, version).await;
+}
+
+/// Completion's prompt mentions the problems near the cursor.
+fn tell_completion(state: &State, uri: &Url, diagnostics: &[Diagnostic]) {
+    if let Some(completion) = state.documents.get(uri).map(|d| d.completion.clone()) {
         completion.set_diagnostics(
             diagnostics
                 .iter()
@@ -95,10 +100,6 @@ async fn send(state: &Arc<State>, uri: Url, diagnostics: Vec<Diagnostic>, versio
                 .collect(),
         );
     }
-    state
-        .client
-        .publish_diagnostics(uri, diagnostics, version)
-        .await;
 }
 
 /// `didSave`: schedules the file's checker when `check.on_save` is on.

@@ -41,7 +41,7 @@ pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let analysis = open.restart_analysis();
     // Reopening an open document replaces (and drops) the old record.
     state.documents.insert(uri.clone(), open);
-    schedule_analysis(state, uri, analysis);
+    schedule_analysis(state, uri, analysis, None);
 }
 
 pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
@@ -81,7 +81,7 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
     if let Some(cursor) = warm_at {
         super::inline_completion::warm::schedule(state, uri.clone(), cursor);
     }
-    schedule_analysis(state, uri, analysis);
+    schedule_analysis(state, uri, analysis, warm_at);
 }
 
 pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
@@ -115,9 +115,15 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
     super::checks::closed(state, uri).await;
 }
 
-/// Debounced work after a change: syntax diagnostics and the index entry for
+/// Debounced work after a change: syntax diagnostics, the prompt for a
+/// completion at `edited_at` (the last edit's end) and the index entry for
 /// the buffer. A newer change, or closing the document, cancels `cancel`.
-fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken) {
+fn schedule_analysis(
+    state: &Arc<State>,
+    uri: Url,
+    cancel: CancellationToken,
+    edited_at: Option<usize>,
+) {
     let state = state.clone();
     tokio::spawn(async move {
         let config = state.config();
@@ -166,7 +172,17 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken) {
         if cancel.is_cancelled() {
             return;
         }
-        super::checks::publish_syntax(&state, uri, diagnostics, Some(version)).await;
+        let Some(all) = super::checks::record_syntax(&state, &uri, diagnostics) else {
+            return;
+        };
+        // The user has paused at the edit's end, where the next completion
+        // is nearly always asked: its prompt, built now (with these syntax
+        // errors), is sent as is if nothing changes. Before the client
+        // hears of the diagnostics: one that waits for them finds it ready.
+        if let Some(cursor) = edited_at {
+            super::inline_completion::warm::prepare(&state, &uri, cursor).await;
+        }
+        super::checks::publish(&state, uri, all, Some(version)).await;
         let Some(path) = index_path else { return };
         tokio::select! {
             () = tokio::time::sleep(BUFFER_INDEX_DELAY) => {}

@@ -253,6 +253,7 @@ impl OpenBuffers for State {
                 uri: open.document.uri.clone(),
                 language: open.document.language,
                 rope: open.document.rope.clone(),
+                revision: open.document.revision(),
                 state: open.completion.clone(),
             })
             .collect()

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use super::prompt::Prepared;
 use crate::completion::cache::Key;
 use crate::model::Snippet;
 
@@ -33,6 +34,11 @@ struct Inner {
     diagnostics: Arc<Vec<(usize, String)>>,
     /// The prompt layout last chosen, kept while typing near its line.
     window: Option<Window>,
+    /// Counts changes of `window`: a prompt built ahead saw one of them.
+    window_generation: u64,
+    /// The prompt built ahead, after the last edit's analysis, for the
+    /// next request at the edit's end.
+    prepared: Option<Prepared>,
     /// The model request running for an automatic request.
     inflight: Option<InFlight>,
     /// The whole text at a revision, once materialised (by a request, or
@@ -121,7 +127,25 @@ impl DocumentState {
     }
 
     pub(super) fn set_window(&self, window: Window) {
-        self.inner.lock().window = Some(window);
+        let mut inner = self.inner.lock();
+        inner.window = Some(window);
+        inner.window_generation += 1;
+    }
+
+    /// Which layout `window` returns: any later [`Self::set_window`]
+    /// changes it.
+    pub(super) fn window_generation(&self) -> u64 {
+        self.inner.lock().window_generation
+    }
+
+    /// Keeps a prompt built ahead (replacing any earlier one).
+    pub(super) fn set_prepared(&self, prepared: Prepared) {
+        self.inner.lock().prepared = Some(prepared);
+    }
+
+    /// The prompt built ahead, taken: it serves one request at most.
+    pub(super) fn take_prepared(&self) -> Option<Prepared> {
+        self.inner.lock().prepared.take()
     }
 
     pub(super) fn inflight(&self) -> Option<InFlight> {

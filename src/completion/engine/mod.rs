@@ -44,7 +44,7 @@ use crate::index::WorkspaceIndex;
 use crate::model::Model;
 use crate::syntax::Language;
 use document::InFlight;
-use prompt::Target;
+use prompt::{Prompt, Purpose, Target};
 use sample::{finish, sample, PostResult};
 
 /// Documents up to this size are copied on the runtime for a request: the
@@ -73,6 +73,8 @@ pub struct Buffer {
     pub uri: Url,
     pub language: Option<Language>,
     pub rope: Rope,
+    /// The document's revision `rope` holds.
+    pub revision: u64,
     pub state: Arc<DocumentState>,
 }
 
@@ -300,11 +302,14 @@ impl Engine {
             stop,
         };
         let building = Instant::now();
-        let built = prompt::build(self, request, env, &model, &text, target);
-        let Some(fim) = built.await else {
+        let built = prompt::build(self, request, env, &model, &text, target, Purpose::Request);
+        let Some(Prompt { fim, prepared }) = built.await else {
             return none(Outcome::Error, Duration::ZERO);
         };
         stages.set(Stage::Context, building.elapsed());
+        if prepared {
+            self.stats.lock().prompt_prepared();
+        }
         if ticket.is_cancelled() {
             return none(Outcome::Cancelled, Duration::ZERO);
         }
@@ -468,7 +473,16 @@ impl Engine {
             multiline: false,
             stop: Vec::new(),
         };
-        let Some(fim) = prompt::build(self, &request, &env, &model, &at.text, target).await else {
+        let built = prompt::build(
+            self,
+            &request,
+            &env,
+            &model,
+            &at.text,
+            target,
+            Purpose::Warm,
+        );
+        let Some(Prompt { fim, .. }) = built.await else {
             return;
         };
         if is_stale(&request.revision) {
@@ -476,6 +490,55 @@ impl Engine {
         }
         tracing::debug!(uri = %request.document.uri, line, "warming the completion prompt");
         model.warm(fim);
+    }
+
+    /// Builds, ahead of time, the prompt a request at `request.cursor`
+    /// would send, and keeps it in the document's state: the request that
+    /// comes while nothing it depends on changed (text, cursor, the other
+    /// open documents, syntax errors, the index, the redactor, the layout,
+    /// the configuration) sends it as is, without gathering context again.
+    /// For after an edit's analysis, at the edit's end, where the user
+    /// paused. Nothing is built in a secret file, where the trigger would
+    /// not complete, or where a suggestion is already cached.
+    pub async fn prepare(self: &Arc<Self>, request: Request, env: Env<'_>) {
+        let Ok(model) = &env.model else { return };
+        let secret = request
+            .document
+            .uri
+            .to_file_path()
+            .is_ok_and(|p| crate::secrets::is_secret_path(&p));
+        if secret || request.selected.is_some() {
+            return;
+        }
+        let Some(at) = self.locate(&request, env.config).await else {
+            return;
+        };
+        let Decision::Complete {
+            multiline, stop, ..
+        } = at.decision
+        else {
+            return;
+        };
+        if self.cache.lock().get(&at.key).is_some() {
+            return;
+        }
+        let model = sample::with_deadline(model.clone(), env.config);
+        let target = Target {
+            cursor: at.cursor,
+            line: request.document.rope.byte_to_line(request.cursor),
+            multiline,
+            stop,
+        };
+        let built = prompt::build(
+            self,
+            &request,
+            &env,
+            &model,
+            &at.text,
+            target,
+            Purpose::Ahead,
+        );
+        built.await;
     }
 
     /// The text at the cursor (the selected menu item put in), the

@@ -10,7 +10,10 @@ use ropey::Rope;
 use super::document::Window;
 use super::{Engine, Env, Request};
 use crate::completion::context::{self, ContextInput, OpenFile};
+use crate::config::ModelConfig;
+use crate::index::WorkspaceIndex;
 use crate::model::{FimRequest, GenOptions, Model};
+use crate::secrets::Redactor;
 use crate::syntax::Language;
 
 /// Context gathering's hard cap; the windows around the cursor are always
@@ -41,15 +44,114 @@ pub(super) struct Target {
 /// materialised where the builder runs).
 struct Other {
     path: PathBuf,
+    revision: u64,
     language: Option<Language>,
     rope: Rope,
     edits: Vec<std::ops::Range<usize>>,
     recency: usize,
 }
 
+/// What a prompt is built for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Purpose {
+    /// A request: takes the prompt built ahead when it fits.
+    Request,
+    /// A warm-up of the embedded model's cache.
+    Warm,
+    /// Ahead of the request expected at the last edit's end (after the
+    /// edit's analysis, while the user pauses): kept in the document's
+    /// state, the layout it chose not yet applied.
+    Ahead,
+}
+
+/// The prompt for a request, and whether it was built ahead.
+pub(super) struct Prompt {
+    pub(super) fim: FimRequest,
+    pub(super) prepared: bool,
+}
+
+/// A prompt built ahead, with what it was built from.
+pub(super) struct Prepared {
+    inputs: Inputs,
+    fim: FimRequest,
+    /// The layout to keep from the request that takes it on.
+    window: Option<Window>,
+}
+
+/// Everything a prompt is built from besides the document's text (its
+/// revision stands for it): when all of it is the same at a request, a
+/// prompt built ahead is the prompt the request would build. The `Arc`s
+/// are kept, not compared by address alone: one kept alive cannot be freed
+/// and its address reused by a different value.
+struct Inputs {
+    revision: u64,
+    cursor: usize,
+    line: usize,
+    multiline: bool,
+    stop: Vec<String>,
+    /// The other open documents offered, in order: path, revision, recent edits.
+    others: Vec<(PathBuf, u64, Vec<std::ops::Range<usize>>)>,
+    diagnostics: Arc<Vec<(usize, String)>>,
+    index: Arc<WorkspaceIndex>,
+    index_generation: u64,
+    /// `None` (nothing reused) when none was made yet.
+    redactor: Option<Arc<Redactor>>,
+    window_generation: u64,
+    roots: Vec<PathBuf>,
+    max_prompt_tokens: u32,
+    latency_target_ms: u64,
+    model: String,
+    model_config: ModelConfig,
+}
+
+impl Inputs {
+    /// The first input that differs between two builds (`None`: the same).
+    fn difference(&self, other: &Self) -> Option<&'static str> {
+        let same_redactor = match (&self.redactor, &other.redactor) {
+            (Some(mine), Some(theirs)) => Arc::ptr_eq(mine, theirs),
+            _ => false,
+        };
+        let checks = [
+            (self.revision == other.revision, "text"),
+            (
+                self.cursor == other.cursor && self.line == other.line,
+                "cursor",
+            ),
+            (
+                self.multiline == other.multiline && self.stop == other.stop,
+                "trigger",
+            ),
+            (self.others == other.others, "other documents"),
+            (
+                Arc::ptr_eq(&self.diagnostics, &other.diagnostics),
+                "diagnostics",
+            ),
+            (
+                Arc::ptr_eq(&self.index, &other.index)
+                    && self.index_generation == other.index_generation,
+                "index",
+            ),
+            (same_redactor, "redactor"),
+            (self.window_generation == other.window_generation, "layout"),
+            (
+                self.roots == other.roots
+                    && self.max_prompt_tokens == other.max_prompt_tokens
+                    && self.latency_target_ms == other.latency_target_ms
+                    && self.model == other.model
+                    && self.model_config == other.model_config,
+                "configuration",
+            ),
+        ];
+        checks
+            .into_iter()
+            .find_map(|(same, what)| (!same).then_some(what))
+    }
+}
+
 /// Builds the model request for `text` at `cursor` (here for small
 /// documents, else on the blocking pool); `None` if the pool could not run
-/// the builder.
+/// the builder, and for [`Purpose::Ahead`] (the prompt is kept in the
+/// document's state instead).
 pub(super) async fn build(
     engine: &Engine,
     request: &Request,
@@ -57,36 +159,78 @@ pub(super) async fn build(
     model: &Model,
     text: &Arc<str>,
     target: Target,
-) -> Option<FimRequest> {
-    let Target {
-        cursor,
-        line: cursor_line,
-        multiline,
-        mut stop,
-    } = target;
+    purpose: Purpose,
+) -> Option<Prompt> {
     let document = &request.document;
     let (others, secret_buffers) = other_buffers(env, &document.uri);
     let diagnostics = document.state.diagnostics();
     let index = env.index.clone();
     let roots = env.roots.clone();
     let path = document.uri.to_file_path().ok();
-    let language = document.language;
-    let context_text = Arc::clone(text);
-    let max_prompt_tokens = env.config.max_prompt_tokens as usize;
-    let counter_model = model.clone();
-    let redactors = engine.redactor.clone();
     let root = path
         .as_ref()
         .and_then(|p| roots.iter().find(|r| p.starts_with(r)).cloned());
+    let redactors = engine.redactor.clone();
     // Small enough to build here, with the redactor at hand: the hop to the
     // blocking pool cost more than the build itself (0.7 ms of 1.3 ms p50
     // after a pause, on the 2-core dev machine; see docs/performance.md).
     let inline = text.len() + others.iter().map(|o| o.rope.len_bytes()).sum::<usize>()
         <= super::INLINE_TEXT_MAX;
-    let cached = inline
-        .then(|| redactors.cached_for_buffers(root.as_deref(), &secret_buffers))
-        .flatten();
-    let work = move |redactor: Option<Arc<crate::secrets::Redactor>>| {
+    // Asked even when the build will not use it: a prompt is only reused
+    // with the very redactor it was built with.
+    let known_redactor = redactors.cached_for_buffers(root.as_deref(), &secret_buffers);
+    let inputs = (request.selected.is_none() && purpose != Purpose::Warm).then(|| Inputs {
+        revision: request.text_revision,
+        cursor: target.cursor,
+        line: target.line,
+        multiline: target.multiline,
+        stop: target.stop.clone(),
+        others: others
+            .iter()
+            .map(|o| (o.path.clone(), o.revision, o.edits.clone()))
+            .collect(),
+        diagnostics: Arc::clone(&diagnostics),
+        index: Arc::clone(&index),
+        index_generation: index.generation(),
+        redactor: known_redactor.clone(),
+        window_generation: document.state.window_generation(),
+        roots: roots.clone(),
+        max_prompt_tokens: env.config.max_prompt_tokens,
+        latency_target_ms: env.config.latency_target_ms,
+        model: model.name().to_owned(),
+        model_config: model.config().clone(),
+    });
+    if let Some(now) = inputs.as_ref().filter(|_| purpose == Purpose::Request) {
+        if let Some(prepared) = document.state.take_prepared() {
+            match prepared.inputs.difference(now) {
+                None => {
+                    if let Some(window) = prepared.window {
+                        document.state.set_window(window);
+                    }
+                    return Some(Prompt {
+                        fim: prepared.fim,
+                        prepared: true,
+                    });
+                }
+                Some(changed) => {
+                    tracing::debug!(changed, "the prompt built ahead is out of date");
+                }
+            }
+        }
+    }
+    let cached = known_redactor.filter(|_| inline);
+
+    let Target {
+        cursor,
+        line: cursor_line,
+        multiline,
+        mut stop,
+    } = target;
+    let language = document.language;
+    let context_text = Arc::clone(text);
+    let max_prompt_tokens = env.config.max_prompt_tokens as usize;
+    let counter_model = model.clone();
+    let work = move |redactor: Option<Arc<Redactor>>| {
         let counter = move |s: &str| counter_model.count_tokens(s);
         let texts: Vec<String> = others.iter().map(|o| o.rope.to_string()).collect();
         let open: Vec<OpenFile<'_>> = others
@@ -147,6 +291,7 @@ pub(super) async fn build(
         kept.line <= cursor_line + 1 && cursor_line <= kept.line + KEPT_WINDOW_LINES
     });
     let prefix_start = cursor - ctx.prefix.len();
+    let mut new_window = None;
     match kept {
         Some(kept)
             if kept.prefix_start <= prefix_start
@@ -157,11 +302,13 @@ pub(super) async fn build(
             ctx.prefix = text[kept.prefix_start..cursor].to_string();
             ctx.snippets = kept.snippets;
         }
-        _ => document.state.set_window(Window {
-            line: cursor_line,
-            prefix_start,
-            snippets: ctx.snippets.clone(),
-        }),
+        _ => {
+            new_window = Some(Window {
+                line: cursor_line,
+                prefix_start,
+                snippets: ctx.snippets.clone(),
+            })
+        }
     }
     if !multiline {
         stop.push("\n\n".to_string());
@@ -179,7 +326,25 @@ pub(super) async fn build(
     if redacted > 0 {
         tracing::debug!(parts = redacted, "completion prompt redacted");
     }
-    Some(fim)
+    if purpose == Purpose::Ahead {
+        if let Some(mut inputs) = inputs {
+            // Made for this build if none was known: the cache keeps it.
+            inputs.redactor = Some(redactor);
+            document.state.set_prepared(Prepared {
+                inputs,
+                fim,
+                window: new_window,
+            });
+        }
+        return None;
+    }
+    if let Some(window) = new_window {
+        document.state.set_window(window);
+    }
+    Some(Prompt {
+        fim,
+        prepared: false,
+    })
 }
 
 /// The other open documents worth offering (file URIs, not secret, not
@@ -204,20 +369,30 @@ fn other_buffers(env: &Env<'_>, current: &url::Url) -> (Vec<Other>, Vec<Rope>) {
             continue;
         }
         let (touched, edits) = buffer.state.recent();
-        candidates.push((touched, path, buffer.language, buffer.rope, edits));
+        candidates.push((
+            touched,
+            path,
+            buffer.revision,
+            buffer.language,
+            buffer.rope,
+            edits,
+        ));
     }
     candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
     let others = candidates
         .into_iter()
         .take(OPEN_FILES)
         .enumerate()
-        .map(|(recency, (_, path, language, rope, edits))| Other {
-            path,
-            language,
-            rope,
-            edits,
-            recency,
-        })
+        .map(
+            |(recency, (_, path, revision, language, rope, edits))| Other {
+                path,
+                revision,
+                language,
+                rope,
+                edits,
+                recency,
+            },
+        )
         .collect();
     (others, secret_buffers)
 }

@@ -53,6 +53,7 @@ pub async fn inline_completion(
             uri: snapshot.uri,
             language: snapshot.language,
             rope: rope.clone(),
+            revision: snapshot.revision,
             state: completion,
         },
         tree: snapshot.tree.filter(|_| !snapshot.needs_reparse),

@@ -2,7 +2,9 @@
 //! completion requests and cursor reports (`fettle/cursor`) have paused for
 //! `completion.warm_after_ms`, the prompt at the last place is evaluated
 //! (see [`crate::completion::Engine::warm`]), so that the first request
-//! there starts from a warm cache with its whole context.
+//! there starts from a warm cache with its whole context. For remote
+//! models, the prompt at an edit's end is built ahead instead, after the
+//! edit's analysis ([`prepare`]).
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,21 +119,46 @@ fn warmable(state: &State, model: &str) -> bool {
 }
 
 async fn warm(state: &Arc<State>, uri: &Url, cursor: usize) {
-    let Some((snapshot, revision, completion)) = state.watched_snapshot(uri) else {
-        return;
-    };
     let config = state.config();
     if !config.completion.enabled {
         return;
     }
+    let Some(request) = request_at(state, uri, cursor) else {
+        return;
+    };
+    let env = super::env(state, &config);
+    state.completion.warm(request, env).await;
+}
+
+/// After the analysis of an edit ending at byte `cursor`: the prompt a
+/// request there would send, built ahead (see
+/// [`crate::completion::Engine::prepare`]) — for remote models; the
+/// embedded one has its warm-up, which chooses the layout itself.
+pub async fn prepare(state: &Arc<State>, uri: &Url, cursor: usize) {
+    let config = state.config();
+    if !config.completion.enabled || warmable(state, &config.completion.model) {
+        return;
+    }
+    let Some(request) = request_at(state, uri, cursor) else {
+        return;
+    };
+    let env = super::env(state, &config);
+    state.completion.prepare(request, env).await;
+}
+
+/// A request at byte `cursor` of the document as it is now, as if the
+/// editor had asked there (automatic, nothing selected).
+fn request_at(state: &Arc<State>, uri: &Url, cursor: usize) -> Option<Request> {
+    let (snapshot, revision, completion) = state.watched_snapshot(uri)?;
     let rope = snapshot.rope;
     // The text may have changed since the report: stay on a char boundary.
     let cursor = rope.char_to_byte(rope.byte_to_char(cursor.min(rope.len_bytes())));
-    let request = Request {
+    Some(Request {
         document: Buffer {
             uri: snapshot.uri,
             language: snapshot.language,
             rope,
+            revision: snapshot.revision,
             state: completion,
         },
         tree: snapshot.tree.filter(|_| !snapshot.needs_reparse),
@@ -140,7 +167,5 @@ async fn warm(state: &Arc<State>, uri: &Url, cursor: usize) {
         cursor,
         selected: None,
         invoked: false,
-    };
-    let env = super::env(state, &config);
-    state.completion.warm(request, env).await;
+    })
 }

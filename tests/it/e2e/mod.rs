@@ -18,6 +18,7 @@ mod model_install;
 mod models;
 mod neovim;
 mod neovim_ghost;
+mod prompt_ahead;
 mod rewrite;
 mod robustness;
 mod robustness_eof;
