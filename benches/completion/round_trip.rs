@@ -3,7 +3,9 @@
 //! the same workspace, the same open file, the same instant mock model, the
 //! same client, servers alternating, every situation run `ROUNDS` times.
 //!
-//! Situations (each completion at a fresh place, so no cache answers):
+//! Situations (each completion at a fresh place, so no cache answers; the
+//! edit a new line typed before it, reported as an editor does: one change
+//! ending at the cursor):
 //! - `at once`: an edit, then the request at once (syntax errors pile up:
 //!   each edit leaves an unfinished `let`);
 //! - `idle`: the request 250 ms after the last edit (background work after
@@ -90,6 +92,8 @@ struct Session {
     uri: String,
     version: i64,
     mock_url: String,
+    /// Each line's length in UTF-16 code units, as the edits leave them.
+    line_lengths: Vec<usize>,
 }
 
 impl Session {
@@ -124,20 +128,29 @@ impl Session {
             uri,
             version: 1,
             mock_url: mock_url.to_string(),
+            line_lengths: big.split('\n').map(|l| l.encode_utf16().count()).collect(),
         }
     }
 
-    fn insert(&mut self, line: usize, text: &str) {
+    /// A new line `text` (no newline) at `line` (≥ 1), as an editor reports
+    /// it typed there (`o`, then the text): one change at the end of the
+    /// line above, a newline and the text, ending where the cursor is.
+    fn insert_line(&mut self, line: usize, text: &str) {
         self.version += 1;
+        let above = line - 1;
+        let end = self.line_lengths[above];
         self.lsp.notify(
             "textDocument/didChange",
             json!({ "textDocument": { "uri": self.uri, "version": self.version },
-                    "contentChanges": [ { "range": { "start": { "line": line, "character": 0 },
-                                                     "end": { "line": line, "character": 0 } }, "text": text } ] }),
+                    "contentChanges": [ { "range": { "start": { "line": above, "character": end },
+                                                     "end": { "line": above, "character": end } },
+                                          "text": format!("\n{text}") } ] }),
         );
+        self.line_lengths.insert(line, text.encode_utf16().count());
     }
 
     fn remove_line(&mut self, line: usize) {
+        self.line_lengths.remove(line);
         self.version += 1;
         self.lsp.notify(
             "textDocument/didChange",
@@ -258,12 +271,12 @@ fn run_situation(
     let mut samples = Vec::with_capacity(count);
     for i in 0..count {
         let line = place(i, lines);
-        let typed = format!("    let v{i} = \n");
-        session.insert(line, &typed);
+        let typed = format!("    let v{i} = ");
+        session.insert_line(line, &typed);
         if let Some(wait) = situation.wait() {
             std::thread::sleep(wait);
         }
-        samples.push(session.complete(line, typed.len() - 1)?);
+        samples.push(session.complete(line, typed.len())?);
         if situation != Situation::AtOnce {
             session.remove_line(line);
         }
@@ -326,7 +339,7 @@ pub fn run(
         let started = Instant::now();
         for batch in 0..MEMORY_COMPLETIONS / PAUSE_EVERY {
             run_situation(&mut session, Situation::AtOnce, PAUSE_EVERY - 1, lines)?;
-            session.insert(place(batch, lines), "    let pause = \n");
+            session.insert_line(place(batch, lines), "    let pause = ");
             std::thread::sleep(Duration::from_millis(PAUSE_MS));
             let line = place(batch, lines);
             session.complete(line, "    let pause = ".len())?;
