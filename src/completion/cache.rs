@@ -14,13 +14,16 @@ const WINDOW: usize = 8 << 10;
 
 /// Where a completion was computed: the document, the text before the
 /// cursor's line, the cursor line up to the cursor, and everything after the
-/// cursor. Typing at the cursor changes only `line_prefix`.
+/// cursor. Typing at the cursor changes only `line_prefix`. The hashes
+/// come first, so that comparing (the derived `==`, and [`CompletionCache`]
+/// looking through its 256 entries) reads the strings behind their
+/// pointers only for an entry at the same place.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Key {
-    pub document: String,
     pub head: u64,
-    pub line_prefix: String,
     pub tail: u64,
+    pub document: String,
+    pub line_prefix: String,
 }
 
 impl Key {
@@ -42,9 +45,9 @@ impl Key {
 impl Key {
     /// Whether `self` is `earlier` plus characters typed at the cursor.
     pub fn extends(&self, earlier: &Key) -> bool {
-        self.document == earlier.document
-            && self.head == earlier.head
+        self.head == earlier.head
             && self.tail == earlier.tail
+            && self.document == earlier.document
             && self.line_prefix.starts_with(earlier.line_prefix.as_str())
     }
 }
@@ -75,9 +78,9 @@ impl CompletionCache {
     /// since (the rest of it is returned). Empty remainders are misses.
     pub fn get(&mut self, key: &Key) -> Option<Cached> {
         let found = self.entries.iter().position(|(k, v)| {
-            k.document == key.document
-                && k.head == key.head
+            k.head == key.head
                 && k.tail == key.tail
+                && k.document == key.document
                 && key
                     .line_prefix
                     .strip_prefix(k.line_prefix.as_str())
