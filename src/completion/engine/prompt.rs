@@ -2,7 +2,7 @@
 //! other open documents and the index (on the blocking pool, under a hard
 //! time cap), the layout kept stable while typing along a line, redaction.
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use ropey::Rope;
@@ -80,9 +80,12 @@ pub(super) struct Prepared {
 
 /// Everything a prompt is built from besides the document's text (its
 /// revision stands for it): when all of it is the same at a request, a
-/// prompt built ahead is the prompt the request would build. The `Arc`s
-/// are kept, not compared by address alone: one kept alive cannot be freed
-/// and its address reused by a different value.
+/// prompt built ahead is the prompt the request would build. Shared values
+/// are compared by identity through `Weak`s: a weak reference keeps the
+/// allocation's address from being reused (so a different value can never
+/// look the same) without keeping a replaced index or redactor alive.
+/// Files read from disk for definitions count through the index: its
+/// watcher's update of a changed file moves the generation.
 struct Inputs {
     revision: u64,
     cursor: usize,
@@ -91,11 +94,11 @@ struct Inputs {
     stop: Vec<String>,
     /// The other open documents offered, in order: path, revision, recent edits.
     others: Vec<(PathBuf, u64, Vec<std::ops::Range<usize>>)>,
-    diagnostics: Arc<Vec<(usize, String)>>,
-    index: Arc<WorkspaceIndex>,
+    diagnostics: Weak<Vec<(usize, String)>>,
+    index: Weak<WorkspaceIndex>,
     index_generation: u64,
     /// `None` (nothing reused) when none was made yet.
-    redactor: Option<Arc<Redactor>>,
+    redactor: Option<Weak<Redactor>>,
     window_generation: u64,
     roots: Vec<PathBuf>,
     max_prompt_tokens: u32,
@@ -108,7 +111,7 @@ impl Inputs {
     /// The first input that differs between two builds (`None`: the same).
     fn difference(&self, other: &Self) -> Option<&'static str> {
         let same_redactor = match (&self.redactor, &other.redactor) {
-            (Some(mine), Some(theirs)) => Arc::ptr_eq(mine, theirs),
+            (Some(mine), Some(theirs)) => Weak::ptr_eq(mine, theirs),
             _ => false,
         };
         let checks = [
@@ -123,11 +126,11 @@ impl Inputs {
             ),
             (self.others == other.others, "other documents"),
             (
-                Arc::ptr_eq(&self.diagnostics, &other.diagnostics),
+                Weak::ptr_eq(&self.diagnostics, &other.diagnostics),
                 "diagnostics",
             ),
             (
-                Arc::ptr_eq(&self.index, &other.index)
+                Weak::ptr_eq(&self.index, &other.index)
                     && self.index_generation == other.index_generation,
                 "index",
             ),
@@ -189,10 +192,10 @@ pub(super) async fn build(
             .iter()
             .map(|o| (o.path.clone(), o.revision, o.edits.clone()))
             .collect(),
-        diagnostics: Arc::clone(&diagnostics),
-        index: Arc::clone(&index),
+        diagnostics: Arc::downgrade(&diagnostics),
+        index: Arc::downgrade(&index),
         index_generation: index.generation(),
-        redactor: known_redactor.clone(),
+        redactor: known_redactor.as_ref().map(Arc::downgrade),
         window_generation: document.state.window_generation(),
         roots: roots.clone(),
         max_prompt_tokens: env.config.max_prompt_tokens,
@@ -279,6 +282,7 @@ pub(super) async fn build(
         None => tokio::task::spawn_blocking(move || work(None)).await,
     };
     let (mut ctx, relative, repo, redactor) = built.ok()?;
+    let timed_out = ctx.report.timed_out;
     // While the user types along one line (or goes on to the next few, or
     // opens one above), keep offering the snippets chosen there: they come
     // first in the prompt, so changing them (a half-typed word picks other
@@ -327,9 +331,11 @@ pub(super) async fn build(
         tracing::debug!(parts = redacted, "completion prompt redacted");
     }
     if purpose == Purpose::Ahead {
-        if let Some(mut inputs) = inputs {
+        // A prompt cut short by the deadline (a busy machine) is not kept:
+        // the request may do better.
+        if let Some(mut inputs) = inputs.filter(|_| !timed_out) {
             // Made for this build if none was known: the cache keeps it.
-            inputs.redactor = Some(redactor);
+            inputs.redactor = Some(Arc::downgrade(&redactor));
             document.state.set_prepared(Prepared {
                 inputs,
                 fim,
