@@ -98,7 +98,13 @@ fn open_alone(
 }
 
 /// Sends a `didChange` inserting `text` at `(line, character)`.
-fn insert(lsp: &mut Lsp, uri: &str, version: i32, (line, character): (u32, u32), text: &str) {
+pub(super) fn insert(
+    lsp: &mut Lsp,
+    uri: &str,
+    version: i32,
+    (line, character): (u32, u32),
+    text: &str,
+) {
     lsp.notify(
         "textDocument/didChange",
         json!({ "textDocument": { "uri": uri, "version": version },
@@ -108,7 +114,8 @@ fn insert(lsp: &mut Lsp, uri: &str, version: i32, (line, character): (u32, u32),
     );
 }
 
-fn complete(lsp: &mut Lsp, uri: &str, line: u32, character: u32) -> Value {
+/// An automatic inline completion request at `(line, character)`.
+pub(super) fn complete(lsp: &mut Lsp, uri: &str, line: u32, character: u32) -> Value {
     lsp.request(
         "textDocument/inlineCompletion",
         json!({ "textDocument": { "uri": uri }, "position": { "line": line, "character": character },

@@ -6,6 +6,7 @@ use fettle::mock::{Script, ScriptedResponse};
 use serde_json::{json, Value};
 
 use super::harness::{BackgroundMock, Lsp, Workspace};
+use super::inline_completion::{complete, insert};
 
 const LIB: &str =
     "use crate::geometry::Point;\n\nfn area(p: &Point) -> f64 {\n    let w = \n    w\n}\n";
@@ -43,25 +44,6 @@ fn prompts(mock: &BackgroundMock) -> Vec<String> {
         .filter(|r| r.path == "/v1/completions")
         .map(|r| r.body["prompt"].as_str().unwrap_or("").to_owned())
         .collect()
-}
-
-fn insert(lsp: &mut Lsp, uri: &str, version: i32, (line, character): (u32, u32), text: &str) {
-    lsp.notify(
-        "textDocument/didChange",
-        json!({ "textDocument": { "uri": uri, "version": version },
-                "contentChanges": [ { "range": { "start": { "line": line, "character": character },
-                                                 "end": { "line": line, "character": character } },
-                                      "text": text } ] }),
-    );
-}
-
-fn complete(lsp: &mut Lsp, uri: &str, line: u32, character: u32) -> Value {
-    lsp.request(
-        "textDocument/inlineCompletion",
-        json!({ "textDocument": { "uri": uri }, "position": { "line": line, "character": character },
-                "context": { "triggerKind": 2 } }),
-    )
-    .unwrap()
 }
 
 /// Waits until the analysis of `uri` at `version` is done: the prompt is
