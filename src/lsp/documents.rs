@@ -23,13 +23,14 @@ use crate::syntax;
 const MAX_SYNTAX_DIAGNOSTICS: usize = 100;
 
 /// How long after the syntax diagnostics an edited buffer's index entry is
-/// refreshed, if no edit came meanwhile. Re-tagging a big file costs tens of
+/// refreshed (and a worn tree parsed afresh), if no edit came meanwhile.
+/// Re-tagging a big file costs tens of
 /// milliseconds of CPU (about 57 ms for 10,000 lines of Rust here, estimated
 /// from a `perf` profile of the completion bench), and what it
 /// changes (other files' completion context, workspace symbols) can wait
 /// for a real pause; at the diagnostics' pace it ran after every burst of
 /// typing, just when the next completion was asked for.
-const BUFFER_INDEX_DELAY: Duration = Duration::from_millis(1000);
+const PAUSED_AFTER: Duration = Duration::from_millis(1000);
 
 pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let item = params.text_document;
@@ -182,13 +183,14 @@ fn schedule_analysis(
         if let Some(cursor) = edited_at {
             super::inline_completion::warm::prepare(&state, &uri, cursor).await;
         }
-        super::checks::publish(&state, uri, all, Some(version)).await;
-        let Some(path) = index_path else { return };
+        super::checks::publish(&state, uri.clone(), all, Some(version)).await;
         tokio::select! {
-            () = tokio::time::sleep(BUFFER_INDEX_DELAY) => {}
+            () = tokio::time::sleep(PAUSED_AFTER) => {}
             () = cancel.cancelled() => return,
         }
         // Still current: any change since would have cancelled this.
+        let snapshot = parse_afresh_if_worn(&state, snapshot).await;
+        let Some(path) = index_path else { return };
         state.index_updates.push(IndexUpdate::Buffer {
             uri: snapshot.uri,
             path,
@@ -197,6 +199,44 @@ fn schedule_analysis(
             tree: snapshot.tree,
         });
     });
+}
+
+/// Replaces the document's tree by one parsed from scratch, when it has
+/// been reparsed incrementally often enough to have spread its nodes over
+/// many half-empty pages ([`Document::wants_fresh_parse`]): the parse runs
+/// on the background thread, and the old tree is dropped there too (tens
+/// of thousands of frees). `snapshot` is the document's current state; it
+/// comes back holding the tree now installed.
+///
+/// [`Document::wants_fresh_parse`]: crate::document::Document::wants_fresh_parse
+async fn parse_afresh_if_worn(state: &Arc<State>, mut snapshot: Snapshot) -> Snapshot {
+    let worn = state
+        .documents
+        .get(&snapshot.uri)
+        .is_some_and(|open| open.document.wants_fresh_parse());
+    let Some(language) = snapshot.language.filter(|_| worn) else {
+        return snapshot;
+    };
+    let rope = snapshot.rope.clone();
+    let fresh = crate::background::run(move || syntax::parse_rope(language, &rope, None))
+        .await
+        .flatten();
+    let installed = match state.documents.get_mut(&snapshot.uri) {
+        Some(mut open) => open
+            .document
+            .install_fresh_tree(snapshot.revision, fresh.clone()),
+        None => Err(fresh.clone()),
+    };
+    match installed {
+        Ok(old) => {
+            let old = (old, std::mem::replace(&mut snapshot.tree, fresh));
+            crate::background::spawn(move || drop(old));
+            tracing::debug!(uri = %snapshot.uri, "tree parsed afresh");
+        }
+        // Changed meanwhile: the next pause tries again.
+        Err(_) => tracing::debug!(uri = %snapshot.uri, "tree parsed afresh too late; dropped"),
+    }
+    snapshot
 }
 
 /// Re-indexes an open buffer now: a fresh index (new roots or index

@@ -78,3 +78,42 @@ fn missing_colon_in_a_class_is_published_at_the_fault() {
     assert_eq!(diagnostics[0]["range"]["start"]["character"], 19);
     assert!(lsp.shutdown_and_exit().success());
 }
+
+/// After many incremental reparses the server parses the buffer afresh
+/// once the user pauses (giving the worn tree's memory back); the fresh
+/// tree then takes later edits like the old one: errors land on the right
+/// line, the outline has every function.
+#[test]
+fn a_tree_reparsed_many_times_is_parsed_afresh_and_takes_later_edits() {
+    let ws = Workspace::new(&[]);
+    let mut lsp = Lsp::spawn();
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), None);
+    let uri = ws.uri("src/grow.rs");
+    lsp.open(&uri, "rust", "fn main() {}\n");
+    // Each edit, then a request that needs the tree: one incremental
+    // reparse each, as an outline view refreshing while the user types.
+    for i in 0..70 {
+        lsp.type_text(&uri, i + 1, &format!("fn f{i}() {{}}\n"));
+        assert_eq!(lsp.symbol_names(&uri).len(), i as usize + 2);
+    }
+    assert!(
+        lsp.stderr_says("tree parsed afresh"),
+        "no fresh parse after 70 incremental ones: {}",
+        lsp.stderr()
+    );
+    // An unfinished item on line 40 of the fresh tree's text.
+    lsp.type_text(&uri, 40, "fn broken( {}\n");
+    let diagnostics = lsp.diagnostics(&uri, |d| !d.is_empty());
+    assert!(
+        diagnostics
+            .iter()
+            .all(|d| d["range"]["start"]["line"] == 40),
+        "{diagnostics:?}"
+    );
+    let names = lsp.symbol_names(&uri);
+    assert!(
+        names.iter().any(|n| n == "f69") && names.iter().any(|n| n == "main"),
+        "{names:?}"
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
