@@ -39,6 +39,26 @@ pub(crate) fn client(connect_timeout: Duration) -> reqwest::Client {
         .clone()
 }
 
+/// A JSON request body, serialized once: when the request is made (a
+/// completion's prompt built ahead comes with its body ready), and for
+/// every retry.
+#[derive(Clone, Debug)]
+pub(crate) struct JsonBody {
+    bytes: Bytes,
+    /// The body's `model`, for a 404's message.
+    model: Option<String>,
+}
+
+impl JsonBody {
+    pub fn new(body: &Value) -> Self {
+        JsonBody {
+            // A `Value` always serializes (its map keys are strings).
+            bytes: serde_json::to_vec(body).unwrap_or_default().into(),
+            model: body.get("model").and_then(Value::as_str).map(str::to_owned),
+        }
+    }
+}
+
 /// Everything a provider needs to talk to one configured model over HTTP.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
@@ -108,7 +128,7 @@ impl Endpoint {
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &Value,
+        body: &JsonBody,
     ) -> Result<Response, ModelError> {
         // While the server's Retry-After runs, nothing reaches it. A caller
         // without a deadline of its own (the agent, edits) waits the pause
@@ -136,7 +156,7 @@ impl Endpoint {
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: &Value,
+        body: &JsonBody,
     ) -> Result<Response, ModelError> {
         let started = Instant::now();
         // The caller's budget (a completion's deadline), retries included.
@@ -144,9 +164,15 @@ impl Endpoint {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let mut request = client(self.connect_timeout).post(url).json(body);
-            // Replace, not append: `.json()` already set content-type.
+            let mut request = client(self.connect_timeout)
+                .post(url)
+                .body(body.bytes.clone());
             let mut extra = reqwest::header::HeaderMap::new();
+            extra.insert(
+                reqwest::header::CONTENT_TYPE,
+                reqwest::header::HeaderValue::from_static("application/json"),
+            );
+            // Replace, not append: a provider may name its own content-type.
             for (name, value) in headers {
                 if let (Ok(name), Ok(value)) = (
                     reqwest::header::HeaderName::from_bytes(name.as_bytes()),
@@ -250,7 +276,7 @@ impl Endpoint {
         url: &str,
         resp: reqwest::Response,
         attempts: u32,
-        body: &Value,
+        body: &JsonBody,
     ) -> ModelError {
         let status = resp.status().as_u16();
         let retry_after = resp
@@ -277,11 +303,7 @@ impl Endpoint {
                 hint: self.auth_hint(),
             },
             404 => ModelError::ModelNotFound {
-                name: body
-                    .get("model")
-                    .and_then(Value::as_str)
-                    .unwrap_or("(none)")
-                    .to_string(),
+                name: body.model.as_deref().unwrap_or("(none)").to_string(),
                 model,
                 url,
                 detail,

@@ -45,7 +45,7 @@ use crate::model::Model;
 use crate::syntax::Language;
 use document::InFlight;
 use prompt::{Prompt, Purpose, Target};
-use sample::{finish, sample, PostResult};
+use sample::{finish, sample, PostResult, Sampled};
 
 /// Documents up to this size are copied on the runtime for a request: the
 /// copy (25 µs p50 for 512 KiB on the 2-core dev machine) costs about as
@@ -303,11 +303,11 @@ impl Engine {
         };
         let building = Instant::now();
         let built = prompt::build(self, request, env, &model, &text, target, Purpose::Request);
-        let Some(Prompt { fim, prepared }) = built.await else {
+        let Some(Prompt { fim, ahead }) = built.await else {
             return none(Outcome::Error, Duration::ZERO);
         };
         stages.set(Stage::Context, building.elapsed());
-        if prepared {
+        if ahead.is_some() {
             self.stats.lock().prompt_prepared();
         }
         if ticket.is_cancelled() {
@@ -359,7 +359,11 @@ impl Engine {
             let work = async move {
                 let mut times = TaskTimes::start();
                 let marks = times.http.clone();
-                let sampled = sample(&model, fim, multiline, std::future::pending());
+                let request = match ahead {
+                    Some(ready) => Sampled::Ready(ready),
+                    None => Sampled::Request(fim),
+                };
+                let sampled = sample(&model, request, multiline, std::future::pending());
                 let outcome = tokio::select! {
                     sampled = crate::model::timing::recorded(marks, sampled) => sampled,
                     () = stop.cancelled() => return None,

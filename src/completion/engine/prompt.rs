@@ -12,7 +12,7 @@ use super::{Engine, Env, Request};
 use crate::completion::context::{self, ContextInput, OpenFile};
 use crate::config::ModelConfig;
 use crate::index::WorkspaceIndex;
-use crate::model::{FimRequest, GenOptions, Model};
+use crate::model::{FimRequest, GenOptions, Model, TextStream};
 use crate::secrets::Redactor;
 use crate::syntax::Language;
 
@@ -67,13 +67,17 @@ pub(super) enum Purpose {
 /// The prompt for a request, and whether it was built ahead.
 pub(super) struct Prompt {
     pub(super) fim: FimRequest,
-    pub(super) prepared: bool,
+    /// Built ahead: the model request for `fim` as it is, made then (its
+    /// body already serialized), not yet sent.
+    pub(super) ahead: Option<TextStream>,
 }
 
 /// A prompt built ahead, with what it was built from.
 pub(super) struct Prepared {
     inputs: Inputs,
     fim: FimRequest,
+    /// The model request for `fim`, made (not sent: streams are lazy).
+    request: TextStream,
     /// The layout to keep from the request that takes it on.
     window: Option<Window>,
 }
@@ -212,7 +216,7 @@ pub(super) async fn build(
                     }
                     return Some(Prompt {
                         fim: prepared.fim,
-                        prepared: true,
+                        ahead: Some(prepared.request),
                     });
                 }
                 Some(changed) => {
@@ -338,6 +342,7 @@ pub(super) async fn build(
             inputs.redactor = Some(Arc::downgrade(&redactor));
             document.state.set_prepared(Prepared {
                 inputs,
+                request: model.fim(fim.clone()),
                 fim,
                 window: new_window,
             });
@@ -347,10 +352,7 @@ pub(super) async fn build(
     if let Some(window) = new_window {
         document.state.set_window(window);
     }
-    Some(Prompt {
-        fim,
-        prepared: false,
-    })
+    Some(Prompt { fim, ahead: None })
 }
 
 /// The other open documents worth offering (file URIs, not secret, not

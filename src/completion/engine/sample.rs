@@ -9,7 +9,7 @@ use crate::completion::cache::Cached;
 use crate::completion::postprocess::{self, IndentStyle};
 use crate::completion::stats::Outcome;
 use crate::config::{CompletionConfig, Provider};
-use crate::model::{FimRequest, Model, ModelError};
+use crate::model::{FimRequest, Model, ModelError, TextStream};
 
 pub(super) type PostResult = Result<Cached, postprocess::Rejected>;
 
@@ -61,15 +61,31 @@ pub(super) fn finish(
     })
 }
 
+/// What [`sample`] streams: a request, or the stream of one made ahead
+/// (its body built, sent when first polled).
+pub(super) enum Sampled {
+    Request(FimRequest),
+    Ready(TextStream),
+}
+
+impl From<FimRequest> for Sampled {
+    fn from(request: FimRequest) -> Self {
+        Sampled::Request(request)
+    }
+}
+
 /// Streams one FIM request to its end (or, in single-line mode, to the end
 /// of its first line), unless `cancel` completes first.
 pub(super) async fn sample(
     model: &Model,
-    request: FimRequest,
+    request: impl Into<Sampled>,
     multiline: bool,
     cancel: impl Future<Output = ()>,
 ) -> Result<String, Outcome> {
-    let mut stream = model.fim(request);
+    let mut stream = match request.into() {
+        Sampled::Request(request) => model.fim(request),
+        Sampled::Ready(stream) => stream,
+    };
     tokio::pin!(cancel);
     let mut raw = String::new();
     loop {

@@ -7,7 +7,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::model::http::{Endpoint, Response, SseEvent};
+use crate::model::http::{Endpoint, JsonBody, Response, SseEvent};
 use crate::model::{ChatEvent, ChatStream, ModelError, TextStream};
 
 /// A provider's stream decoder.
@@ -72,7 +72,8 @@ pub(crate) fn ndjson(response: Response) -> BoxStream<'static, Result<Value, Mod
 }
 
 /// POSTs `body` to `url` and streams what `decoder` makes of the answer.
-/// Lazy: nothing is sent until the stream is first polled; dropping it
+/// Lazy: nothing is sent until the stream is first polled (the body is
+/// serialized now, so a stream made ahead sends at once); dropping it
 /// aborts the request.
 pub(crate) fn request<D: Decode>(
     endpoint: Endpoint,
@@ -81,6 +82,7 @@ pub(crate) fn request<D: Decode>(
     body: Value,
     mut decoder: D,
 ) -> BoxStream<'static, Result<D::Item, ModelError>> {
+    let body = JsonBody::new(&body);
     Box::pin(async_stream::try_stream! {
         let started = Instant::now();
         tracing::debug!(model = %endpoint.name, %url, "model request");

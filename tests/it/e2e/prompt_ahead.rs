@@ -2,6 +2,8 @@
 //! prompt at the edit's end is built and kept; the request that comes
 //! while nothing it depends on changed sends it as is. Over the real
 //! binary, against the mock model server on 127.0.0.1.
+use std::time::Duration;
+
 use fettle::mock::{Script, ScriptedResponse};
 use serde_json::{json, Value};
 
@@ -38,11 +40,19 @@ fn options(mock: &BackgroundMock, analysis_ms: u64) -> Value {
 }
 
 fn prompts(mock: &BackgroundMock) -> Vec<String> {
+    bodies(mock)
+        .iter()
+        .map(|body| body["prompt"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// The completion requests' whole bodies, as the mock received them.
+fn bodies(mock: &BackgroundMock) -> Vec<Value> {
     mock.server
         .requests()
-        .iter()
+        .into_iter()
         .filter(|r| r.path == "/v1/completions")
-        .map(|r| r.body["prompt"].as_str().unwrap_or("").to_owned())
+        .map(|r| r.body)
         .collect()
 }
 
@@ -92,6 +102,10 @@ fn the_prompt_built_ahead_is_the_one_the_request_would_build() {
     );
     let lib = edit_both(&mut ahead, &ws, true);
     analysed(&mut ahead, &lib, 2);
+    // The model request is made ahead with the prompt, but only sent when
+    // the editor asks.
+    ahead.pump_for(Duration::from_millis(100));
+    assert!(bodies(&ahead_mock).is_empty());
     let answer = complete(&mut ahead, &lib, 3, 14);
     let stats = ahead.request("fettle/stats", json!({})).unwrap();
     assert_eq!(stats["preparedPrompts"], 1, "{stats}");
@@ -115,6 +129,8 @@ fn the_prompt_built_ahead_is_the_one_the_request_would_build() {
     let (built_ahead, built_fresh) = (prompts(&ahead_mock), prompts(&fresh_mock));
     assert_eq!(built_ahead.len(), 1);
     assert_eq!(built_ahead, built_fresh);
+    // The whole request, not only its prompt (the body made ahead).
+    assert_eq!(bodies(&ahead_mock), bodies(&fresh_mock));
     // The other file's edit is in it: the build ahead saw the other buffers.
     assert!(built_ahead[0].contains("fn origin"), "{}", built_ahead[0]);
     assert!(ahead.shutdown_and_exit().success());
