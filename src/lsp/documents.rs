@@ -24,12 +24,12 @@ const MAX_SYNTAX_DIAGNOSTICS: usize = 100;
 
 /// How long after the syntax diagnostics an edited buffer's index entry is
 /// refreshed (and a worn tree parsed afresh), if no edit came meanwhile.
-/// Re-tagging a big file costs tens of
-/// milliseconds of CPU (about 57 ms for 10,000 lines of Rust here, estimated
-/// from a `perf` profile of the completion bench), and what it
-/// changes (other files' completion context, workspace symbols) can wait
-/// for a real pause; at the diagnostics' pace it ran after every burst of
-/// typing, just when the next completion was asked for.
+/// Re-tagging a big file costs tens of milliseconds of CPU (about 57 ms for
+/// 10,000 lines of Rust here, estimated from a `perf` profile of the
+/// completion bench), and what it changes (other files' completion
+/// context, workspace symbols) can wait for a real pause; at the
+/// diagnostics' pace it ran after every burst of typing, just when the
+/// next completion was asked for.
 const PAUSED_AFTER: Duration = Duration::from_millis(1000);
 
 pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
@@ -227,15 +227,19 @@ async fn parse_afresh_if_worn(state: &Arc<State>, mut snapshot: Snapshot) -> Sna
             .install_fresh_tree(snapshot.revision, fresh.clone()),
         None => Err(fresh.clone()),
     };
-    match installed {
+    // Whichever tree goes, it goes on the background thread.
+    let unused = match installed {
         Ok(old) => {
-            let old = (old, std::mem::replace(&mut snapshot.tree, fresh));
-            crate::background::spawn(move || drop(old));
             tracing::debug!(uri = %snapshot.uri, "tree parsed afresh");
+            (old, std::mem::replace(&mut snapshot.tree, fresh))
         }
-        // Changed meanwhile: the next pause tries again.
-        Err(_) => tracing::debug!(uri = %snapshot.uri, "tree parsed afresh too late; dropped"),
-    }
+        // Changed meanwhile (or closed): the next pause tries again.
+        Err(refused) => {
+            tracing::debug!(uri = %snapshot.uri, "tree parsed afresh too late; dropped");
+            (refused, fresh)
+        }
+    };
+    crate::background::spawn(move || drop(unused));
     snapshot
 }
 
