@@ -64,7 +64,8 @@ pub(super) enum Purpose {
     Ahead,
 }
 
-/// The prompt for a request, and whether it was built ahead.
+/// The prompt for a request, and the model request made with it when it
+/// was built ahead.
 pub(super) struct Prompt {
     pub(super) fim: FimRequest,
     /// Built ahead: the model request for `fim` as it is, made then (its
