@@ -314,6 +314,7 @@ pub fn run(
                 let (rss_before, _) = session.memory();
                 let samples = run_situation(&mut session, situation, count, lines)?;
                 let (rss_after, peak) = session.memory();
+                print_slowest(&samples);
                 report(&format!("{} round {}", server.name(), round + 1), samples);
                 println!("    RSS {rss_before:.1} → {rss_after:.1} MB (peak {peak:.1} MB)");
                 if let Server::Fettle = server {
@@ -399,7 +400,41 @@ fn fettle_breakdown(session: &mut Session) -> Result<()> {
         let name = stage["stage"].as_str().unwrap_or("?");
         percentiles(&format!("      {name}"), stage);
     }
+    println!("    the slowest, server side (request number: total; stages in ms):");
+    for slow in stats["slowest"].as_array().into_iter().flatten() {
+        let stages: Vec<String> = slow["stages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| format!("{} {}", s["stage"].as_str().unwrap_or("?"), s["ms"]))
+            .collect();
+        println!(
+            "      #{}: {} ms; {}; between stages {}",
+            slow["request"],
+            slow["totalMs"],
+            stages.join(", "),
+            slow["betweenStagesMs"]
+        );
+    }
     Ok(())
+}
+
+/// The five slowest round trips, client side, with their request numbers
+/// (1 = the first), to set beside the server's own slowest.
+fn print_slowest(samples: &[Duration]) {
+    let mut numbered: Vec<(usize, Duration)> = samples
+        .iter()
+        .copied()
+        .enumerate()
+        .map(|(i, d)| (i + 1, d))
+        .collect();
+    numbered.sort_by_key(|n| std::cmp::Reverse(n.1));
+    let slowest: Vec<String> = numbered
+        .iter()
+        .take(5)
+        .map(|(n, d)| format!("#{n} {:.3}", d.as_secs_f64() * 1000.0))
+        .collect();
+    println!("    the slowest, client side (ms): {}", slowest.join(", "));
 }
 
 /// The mock's own round trip from this process: what any server must spend

@@ -51,10 +51,23 @@ impl RedactorCache {
     }
 
     /// Builds (outside the lock: lookups from the async runtime must not
-    /// wait for a walk) and remembers a redactor.
+    /// wait for a walk) and remembers a redactor. When the cached one
+    /// already looks for exactly the values found, it is kept (its age
+    /// reset): prompts built ahead with it stay current.
     fn rebuild(&self, root: Option<&Path>, extra: Vec<String>) -> Arc<Redactor> {
         let generation = crate::secrets::store::generation();
-        let redactor = Arc::new(Redactor::for_sources(root, extra.clone()));
+        let values = Redactor::sources(root, extra.clone());
+        let current = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+            .filter(|c| c.root.as_deref() == root)
+            .map(|c| Arc::clone(&c.redactor));
+        let redactor = match current {
+            Some(current) if current.knows_exactly(values.clone()) => current,
+            _ => Arc::new(Redactor::build(values)),
+        };
         *self
             .inner
             .lock()
@@ -231,5 +244,44 @@ mod tests {
             .redact("y omega-8b3d5a1c6e")
             .contains("omega-8b3d5a1c6e"));
         assert!(!cache.inner.lock().unwrap().as_ref().unwrap().refreshing);
+    }
+
+    /// A refresh that finds the same values keeps the redactor (a prompt
+    /// built ahead with it is still current) and resets its age; one that
+    /// finds a new value replaces it.
+    #[test]
+    fn a_refresh_that_finds_nothing_new_keeps_the_redactor() {
+        let _generation = crate::secrets::store::TEST_GENERATION.lock();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join(".env"), "FIRST_TOKEN=alpha-4f9c2e7b1d\n").unwrap();
+        let cache = Arc::new(RedactorCache::default());
+        let first = cache.get(Some(root), Vec::new());
+        let aged = Instant::now() - MAX_AGE;
+        cache.inner.lock().unwrap().as_mut().unwrap().built = aged;
+        let again = cache.get(Some(root), Vec::new());
+        assert!(
+            Arc::ptr_eq(&again, &first),
+            "rebuilt though nothing changed"
+        );
+        assert!(cache.inner.lock().unwrap().as_ref().unwrap().built > aged);
+
+        cache.inner.lock().unwrap().as_mut().unwrap().built = aged;
+        std::fs::write(
+            root.join(".env"),
+            "FIRST_TOKEN=alpha-4f9c2e7b1d\nSECOND=omega-8b3d5a1c6e\n",
+        )
+        .unwrap();
+        let changed = cache.get(Some(root), Vec::new());
+        assert!(!Arc::ptr_eq(&changed, &first));
+        assert!(!changed
+            .redact("y omega-8b3d5a1c6e")
+            .contains("omega-8b3d5a1c6e"));
+        // A value typed into an open secret buffer is a change too.
+        let with_buffer = cache.get(Some(root), vec!["typed-9c1e5b7a3f".to_owned()]);
+        assert!(!Arc::ptr_eq(&with_buffer, &changed));
+        assert!(!with_buffer
+            .redact("z typed-9c1e5b7a3f")
+            .contains("typed-9c1e5b7a3f"));
     }
 }

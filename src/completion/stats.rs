@@ -10,6 +10,9 @@ use crate::latency::{Percentiles, Samples};
 
 /// Ids of shown suggestions remembered for acceptance.
 const SHOWN_IDS: usize = 512;
+/// The slowest requests kept whole, stage by stage: the tail's story,
+/// which percentiles of each stage alone cannot tell.
+const SLOWEST: usize = 5;
 
 /// The engine's stages of a completion that asked the model, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +79,13 @@ impl StageTimes {
     }
 }
 
+/// One stage of one request in `fettle/stats`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StageTime {
+    pub stage: &'static str,
+    pub ms: f64,
+}
+
 /// One stage's percentiles in `fettle/stats`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StageReport {
@@ -112,7 +122,22 @@ pub struct Stats {
     total: Samples,
     cache_hit: Samples,
     stages: [Samples; Stage::ALL.len()],
+    slowest: Vec<SlowRequest>,
     shown_ids: VecDeque<String>,
+}
+
+/// One of the slowest requests that asked the model, in `fettle/stats`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlowRequest {
+    /// Its place among the requests since the server started (1 = first).
+    pub request: u64,
+    /// Request received → response sent.
+    pub total_ms: f64,
+    /// Its stages in order, as in `stagesMs` (those it reached).
+    pub stages: Vec<StageTime>,
+    /// The time no stage accounts for (between them, around them).
+    pub between_stages_ms: f64,
 }
 
 /// The `fettle/stats` answer.
@@ -141,6 +166,8 @@ pub struct Report {
     /// Where the time of the requests that asked the model went, stage by
     /// stage in order (the protocol layer adds its own around these).
     pub stages_ms: Vec<StageReport>,
+    /// The slowest requests that asked the model, slowest first.
+    pub slowest: Vec<SlowRequest>,
 }
 
 impl Stats {
@@ -178,12 +205,43 @@ impl Stats {
                     samples.push(took);
                 }
             }
+            self.keep_if_slow(total, stages);
         }
         self.total.push(total);
         self.server.push(total.saturating_sub(model));
         if !model.is_zero() {
             self.model.push(model);
         }
+    }
+
+    /// Keeps the request among the slowest if it is one of them.
+    fn keep_if_slow(&mut self, total: Duration, stages: &StageTimes) {
+        let total_ms = ms(total);
+        let full = self.slowest.len() == SLOWEST;
+        if full && self.slowest.last().is_some_and(|s| s.total_ms >= total_ms) {
+            return;
+        }
+        let stages: Vec<StageTime> = Stage::ALL
+            .iter()
+            .zip(stages.0)
+            .filter_map(|(stage, took)| {
+                Some(StageTime {
+                    stage: stage.name(),
+                    ms: ms(took?),
+                })
+            })
+            .collect();
+        let staged: f64 = stages.iter().map(|s| s.ms).sum();
+        let slow = SlowRequest {
+            request: self.requests,
+            total_ms,
+            stages,
+            // Rounded as the rest (the sum of rounded values is not).
+            between_stages_ms: ((total_ms - staged).max(0.0) * 1000.0).round() / 1000.0,
+        };
+        let at = self.slowest.partition_point(|s| s.total_ms >= total_ms);
+        self.slowest.insert(at, slow);
+        self.slowest.truncate(SLOWEST);
     }
 
     /// Counts a request that sent a prompt built ahead.
@@ -234,8 +292,14 @@ impl Stats {
                     ms: samples.percentiles(),
                 })
                 .collect(),
+            slowest: self.slowest.clone(),
         }
     }
+}
+
+/// Milliseconds, to the microsecond (as the percentiles).
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
 #[cfg(test)]
@@ -277,5 +341,46 @@ mod tests {
             r.end_to_end_ms.count, 100,
             "cancelled requests are not sampled"
         );
+    }
+
+    #[test]
+    fn keeps_the_slowest_requests_whole() {
+        let mut s = Stats::default();
+        for ms in [3u64, 9, 1, 7, 5, 8, 2, 6] {
+            let mut stages = StageTimes::default();
+            stages.set(Stage::Locate, Duration::from_micros(250));
+            stages.set(Stage::FirstByte, Duration::from_millis(ms - 1));
+            s.record(
+                Outcome::Shown { from_cache: false },
+                Duration::from_millis(ms),
+                Duration::from_millis(ms - 1),
+                &stages,
+            );
+        }
+        // A cache hit or a cancelled request is never among them.
+        s.record(
+            Outcome::Shown { from_cache: true },
+            Duration::from_secs(1),
+            Duration::ZERO,
+            &StageTimes::default(),
+        );
+        let report = serde_json::to_value(s.report()).unwrap();
+        let slowest: Vec<(u64, f64)> = report["slowest"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["request"].as_u64().unwrap(),
+                    r["totalMs"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(slowest, [(2, 9.0), (6, 8.0), (4, 7.0), (8, 6.0), (5, 5.0)]);
+        assert_eq!(
+            report["slowest"][0]["stages"],
+            serde_json::json!([{ "stage": "locate", "ms": 0.25 }, { "stage": "firstByte", "ms": 8.0 }])
+        );
+        assert_eq!(report["slowest"][0]["betweenStagesMs"], 0.75);
     }
 }

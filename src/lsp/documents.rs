@@ -3,7 +3,7 @@
 //! document store before the first `.await` keeps edits in arrival order.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use tower_lsp::lsp_types::{
@@ -135,9 +135,11 @@ fn schedule_analysis(
         if cancel.is_cancelled() {
             return;
         }
+        let began = Instant::now();
         let Some(snapshot) = state.parsed_snapshot(&uri).await else {
             return;
         };
+        let parsed = began.elapsed();
         let version = snapshot.version;
         let encoding = state.encoding();
         let index_path = uri
@@ -150,7 +152,9 @@ fn schedule_analysis(
             .documents
             .get(&uri)
             .map(|open| open.completion.clone());
+        let queued = Instant::now();
         let computed = crate::background::run(move || {
+            let waited = queued.elapsed();
             // Copied once: for the diagnostics, the next completion at
             // this revision and the index.
             let text: Arc<str> = Arc::from(snapshot.rope.to_string());
@@ -162,10 +166,11 @@ fn schedule_analysis(
             } else {
                 Vec::new()
             };
-            (diagnostics, text, snapshot)
+            (diagnostics, text, snapshot, waited)
         })
         .await;
-        let Some((diagnostics, text, snapshot)) = computed else {
+        let analysed = queued.elapsed();
+        let Some((diagnostics, text, snapshot, waited)) = computed else {
             tracing::error!(%uri, "analysis failed");
             return;
         };
@@ -180,10 +185,19 @@ fn schedule_analysis(
         // is nearly always asked: its prompt, built now (with these syntax
         // errors), is sent as is if nothing changes. Before the client
         // hears of the diagnostics: one that waits for them finds it ready.
+        let preparing = Instant::now();
         if let Some(cursor) = edited_at {
             super::inline_completion::warm::prepare(&state, &uri, cursor).await;
         }
         super::checks::publish(&state, uri.clone(), all, Some(version)).await;
+        tracing::debug!(
+            %uri,
+            parse_ms = ms(parsed),
+            background_wait_ms = ms(waited),
+            diagnostics_ms = ms(analysed.saturating_sub(waited)),
+            prompt_and_publish_ms = ms(preparing.elapsed()),
+            "analysis after an edit done"
+        );
         tokio::select! {
             () = tokio::time::sleep(PAUSED_AFTER) => {}
             () = cancel.cancelled() => return,
@@ -281,4 +295,9 @@ pub fn syntax_diagnostics(
             ..Diagnostic::default()
         })
         .collect()
+}
+
+/// Milliseconds, for logs.
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }

@@ -81,6 +81,9 @@ pub struct Redactor {
     /// The values again, for decoded bytes (see [`decoded`]).
     decoded_values: Option<regex::bytes::Regex>,
     value_count: usize,
+    /// The literal values, sorted: to tell whether a rebuild would change
+    /// anything ([`Redactor::knows_exactly`]).
+    known: Vec<String>,
     redactions: AtomicUsize,
 }
 
@@ -97,6 +100,11 @@ impl Redactor {
     /// when `root` is `None`), plus `extra` dotenv values (from open
     /// buffers of secret files, say).
     pub fn for_sources(root: Option<&Path>, extra: Vec<String>) -> Redactor {
+        Self::build(Self::sources(root, extra))
+    }
+
+    /// The literal values [`for_sources`](Self::for_sources) would look for.
+    pub fn sources(root: Option<&Path>, extra: Vec<String>) -> Vec<String> {
         let mut values = root.map(env::workspace_values).unwrap_or_default();
         let dotenv = values.len();
         values.extend(extra);
@@ -111,7 +119,15 @@ impl Redactor {
             values = values.len(),
             "redactor: secret values collected"
         );
-        Self::build(values)
+        values
+    }
+
+    /// Whether this redactor looks for exactly the literal `values` (as
+    /// [`sources`](Self::sources) gives them), so that one built for them
+    /// would redact the same.
+    pub fn knows_exactly(&self, mut values: Vec<String>) -> bool {
+        normalize(&mut values);
+        values == self.known
     }
 
     /// A redactor for these literal values (plus the shapes). Values that
@@ -130,9 +146,9 @@ impl Redactor {
         Self::build(values)
     }
 
-    fn build(mut values: Vec<String>) -> Redactor {
-        values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        values.dedup();
+    /// A redactor for `values` (as [`sources`](Self::sources) gives them).
+    pub fn build(mut values: Vec<String>) -> Redactor {
+        normalize(&mut values);
         let value_count = values.len();
         let mut encodings: Vec<String> = values.iter().flat_map(|v| encoded::needles(v)).collect();
         encodings.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
@@ -153,6 +169,7 @@ impl Redactor {
             encoded: literal_sets(&encodings),
             decoded_values,
             value_count,
+            known: values,
             redactions: AtomicUsize::new(0),
         }
     }
@@ -234,6 +251,13 @@ impl Redactor {
 }
 
 /// Literal alternations, [`VALUES_PER_REGEX`] literals each.
+/// Longest first (a value that contains another is replaced whole), then
+/// in order; no duplicates.
+fn normalize(values: &mut Vec<String>) {
+    values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    values.dedup();
+}
+
 fn literal_sets(literals: &[String]) -> Vec<Regex> {
     literals
         .chunks(VALUES_PER_REGEX)

@@ -274,6 +274,23 @@ fn stats_break_a_completion_down_stage_by_stage() {
     for name in ["read", "parse", "serialize", "write"] {
         ms(name);
     }
+    // The one request is the slowest, with the engine's stages it went
+    // through (the protocol layer's are not per request).
+    let slowest = stats["slowest"].as_array().expect("slowest");
+    assert_eq!(slowest.len(), 1, "{stats}");
+    assert_eq!(slowest[0]["request"], 1);
+    assert_eq!(slowest[0]["totalMs"], stats["endToEndMs"]["p50"]);
+    let its_stages = slowest[0]["stages"].as_array().unwrap();
+    let names: Vec<&str> = its_stages
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    let engine_stages: Vec<&str> = ["locate", "context"].into_iter().chain(MODEL).collect();
+    assert_eq!(names, engine_stages, "{stats}");
+    for stage in its_stages {
+        let name = stage["stage"].as_str().unwrap();
+        assert_eq!(stage["ms"].as_f64(), Some(ms(name)), "{name}");
+    }
     assert!(lsp.shutdown_and_exit().success());
 }
 
