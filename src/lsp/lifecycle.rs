@@ -58,6 +58,10 @@ pub async fn initialized(state: &Arc<State>, _: InitializedParams) {
         super::reload::start_watching(state);
     }
     workspace::start_indexing(state.clone(), None);
+    let first_root = state.roots.read().first().cloned();
+    if let Some(root) = first_root.filter(|_| state.config().completion.enabled) {
+        state.completion.warm_redactor(root);
+    }
 }
 
 pub async fn shutdown(state: &Arc<State>) -> Result<()> {

@@ -965,3 +965,36 @@ fn the_menu_item_starts_at_the_typed_word_and_ends_at_the_cursor() {
     );
     assert!(lsp.shutdown_and_exit().success());
 }
+
+/// The redactor is built once the server is initialized, before any
+/// completion: the first one does not walk the workspace for dotenv files
+/// itself. It knows the workspace's values from the start.
+#[test]
+fn the_redactor_is_ready_before_the_first_completion() {
+    let mock = Mock::repeating("w * 2.0;\n");
+    let secret = "sk-live-7f3e9a1c5b2d";
+    let lib =
+        format!("fn area(p: &Point) -> f64 {{\n    let key = \"{secret}\";\n    let w = \n}}\n");
+    let ws = Workspace::new(&[
+        ("src/lib.rs", lib.as_str()),
+        (".env", &format!("API_KEY={secret}\n")),
+    ]);
+    let mut lsp = session(&ws, Some(mock.options()));
+    // Messages pumped (the server's requests answered) until the index is
+    // built: initialization has run its course.
+    lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+    assert!(
+        lsp.stderr_says("redactor: secret values collected dotenv=1"),
+        "no redactor built after initialization: {}",
+        lsp.stderr()
+    );
+    let uri = ws.uri("src/lib.rs");
+    lsp.open(&uri, "rust", &lib);
+    let result = complete(&mut lsp, &uri, 2, 12);
+    assert_eq!(result["items"][0]["insertText"], "w * 2.0;", "{result}");
+    let prompts = mock.prompts();
+    assert_eq!(prompts.len(), 1);
+    assert!(!prompts[0].contains(secret), "{}", prompts[0]);
+    assert!(prompts[0].contains("let key"), "{}", prompts[0]);
+    assert!(lsp.shutdown_and_exit().success());
+}
