@@ -535,6 +535,7 @@ impl Engine {
             return;
         };
         if self.cache.lock().get(&at.key).is_some() {
+            tracing::debug!("no prompt built ahead: a suggestion is cached there");
             return;
         }
         let model = sample::with_deadline(model.clone(), env.config);

@@ -224,6 +224,8 @@ pub(super) async fn build(
                     tracing::debug!(changed, "the prompt built ahead is out of date");
                 }
             }
+        } else {
+            tracing::debug!("no prompt built ahead");
         }
     }
     let cached = known_redactor.filter(|_| inline);
@@ -338,6 +340,9 @@ pub(super) async fn build(
     if purpose == Purpose::Ahead {
         // A prompt cut short by the deadline (a busy machine) is not kept:
         // the request may do better.
+        if timed_out {
+            tracing::debug!("the prompt built ahead was cut short by the deadline; not kept");
+        }
         if let Some(mut inputs) = inputs.filter(|_| !timed_out) {
             // Made for this build if none was known: the cache keeps it.
             inputs.redactor = Some(Arc::downgrade(&redactor));
