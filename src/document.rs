@@ -178,6 +178,8 @@ impl Document {
         self.rope.insert(char_start, text);
         match self.tree.as_mut() {
             Some(tree) => tree.edit(&edit),
+            // Plain text is never parsed: nothing to catch up.
+            None if self.language.is_none() => {}
             None if self.missed.edits.len() < MISSED_EDITS_MAX => {
                 self.missed.edits.push((self.revision, edit));
             }
