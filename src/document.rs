@@ -50,6 +50,16 @@ struct MissedEdits {
     edits: Vec<(u64, InputEdit)>,
 }
 
+impl MissedEdits {
+    /// An empty log, complete from revision `since` on.
+    fn from(since: u64) -> Self {
+        MissedEdits {
+            since,
+            edits: Vec::new(),
+        }
+    }
+}
+
 /// Edits kept for a tree being parsed elsewhere; past this many, a tree
 /// parsed from before them is dropped (a fresh parse costs less than
 /// catching up, and the log stays small).
@@ -157,10 +167,7 @@ impl Document {
         self.tree = None;
         self.lone_crs = count_lone_cr_str(text);
         // No tree of an earlier text is any help now.
-        self.missed = MissedEdits {
-            since: self.revision + 1,
-            edits: Vec::new(),
-        };
+        self.missed = MissedEdits::from(self.revision + 1);
     }
 
     /// Replaces `bytes` (char boundaries, `start <= end <= len`) with `text`,
@@ -170,25 +177,23 @@ impl Document {
         if start == end && text.is_empty() {
             return;
         }
-        let edit = self.input_edit(start, end, text);
+        // Plain text is never parsed: no tree to tell, nothing to catch up.
+        let edit = self
+            .language
+            .is_some()
+            .then(|| self.input_edit(start, end, text));
         self.update_lone_crs(start, end, text);
         let char_start = self.rope.byte_to_char(start);
         let char_end = self.rope.byte_to_char(end);
         self.rope.remove(char_start..char_end);
         self.rope.insert(char_start, text);
+        let Some(edit) = edit else { return };
         match self.tree.as_mut() {
             Some(tree) => tree.edit(&edit),
-            // Plain text is never parsed: nothing to catch up.
-            None if self.language.is_none() => {}
             None if self.missed.edits.len() < MISSED_EDITS_MAX => {
                 self.missed.edits.push((self.revision, edit));
             }
-            None => {
-                self.missed = MissedEdits {
-                    since: self.revision + 1,
-                    edits: Vec::new(),
-                }
-            }
+            None => self.missed = MissedEdits::from(self.revision + 1),
         }
     }
 
@@ -253,10 +258,7 @@ impl Document {
         };
         self.tree = parsed;
         // Edits are logged only while there is no tree: from here on.
-        self.missed = MissedEdits {
-            since: self.revision,
-            edits: Vec::new(),
-        };
+        self.missed = MissedEdits::from(self.revision);
     }
 
     /// Identifies the current text: changes whenever a change is applied

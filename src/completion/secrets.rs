@@ -203,6 +203,15 @@ pub fn redact_request(redactor: &Redactor, request: &mut FimRequest) -> usize {
 mod tests {
     use super::*;
 
+    /// A cache whose redactor for `root` knows the one value of its `.env`,
+    /// and that redactor.
+    fn cache_knowing_first_token(root: &Path) -> (Arc<RedactorCache>, Arc<Redactor>) {
+        std::fs::write(root.join(".env"), "FIRST_TOKEN=alpha-4f9c2e7b1d\n").unwrap();
+        let cache = Arc::new(RedactorCache::default());
+        let first = cache.get(Some(root), Vec::new());
+        (cache, first)
+    }
+
     /// A redactor near its age limit is still served, and rebuilt in the
     /// background: a dotenv value written meanwhile is redacted once the
     /// rebuild lands, without a completion ever waiting for the walk.
@@ -211,9 +220,7 @@ mod tests {
         let _generation = crate::secrets::store::TEST_GENERATION.lock();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        std::fs::write(root.join(".env"), "FIRST_TOKEN=alpha-4f9c2e7b1d\n").unwrap();
-        let cache = Arc::new(RedactorCache::default());
-        let first = cache.get(Some(root), Vec::new());
+        let (cache, first) = cache_knowing_first_token(root);
         assert!(!first
             .redact("x alpha-4f9c2e7b1d")
             .contains("alpha-4f9c2e7b1d"));
@@ -254,9 +261,7 @@ mod tests {
         let _generation = crate::secrets::store::TEST_GENERATION.lock();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        std::fs::write(root.join(".env"), "FIRST_TOKEN=alpha-4f9c2e7b1d\n").unwrap();
-        let cache = Arc::new(RedactorCache::default());
-        let first = cache.get(Some(root), Vec::new());
+        let (cache, first) = cache_knowing_first_token(root);
         let aged = Instant::now() - MAX_AGE;
         cache.inner.lock().unwrap().as_mut().unwrap().built = aged;
         let again = cache.get(Some(root), Vec::new());
