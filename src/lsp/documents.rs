@@ -42,7 +42,11 @@ pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let analysis = open.restart_analysis();
     // Reopening an open document replaces (and drops) the old record.
     state.documents.insert(uri.clone(), open);
-    schedule_analysis(state, uri, analysis, None);
+    // No burst of typing to wait out: parsed at once, so an edit right
+    // after opening finds a tree to reparse incrementally (a 10,000-line
+    // file's first parse takes ~50 ms; after the debounce, it made the
+    // first completion's prompt late).
+    schedule_analysis(state, uri, analysis, None, Duration::ZERO);
 }
 
 pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
@@ -82,7 +86,8 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
     if let Some(cursor) = warm_at {
         super::inline_completion::warm::schedule(state, uri.clone(), cursor);
     }
-    schedule_analysis(state, uri, analysis, warm_at);
+    let debounce = Duration::from_millis(state.config().diagnostics.debounce_ms);
+    schedule_analysis(state, uri, analysis, warm_at, debounce);
 }
 
 pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
@@ -116,29 +121,36 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
     super::checks::closed(state, uri).await;
 }
 
-/// Debounced work after a change: syntax diagnostics, the prompt for a
-/// completion at `edited_at` (the last edit's end) and the index entry for
-/// the buffer. A newer change, or closing the document, cancels `cancel`.
+/// The work after a change, once `debounce` has passed without another:
+/// syntax diagnostics, the prompt for a completion at `edited_at` (the last
+/// edit's end) and the index entry for the buffer. A newer change, or
+/// closing the document, cancels `cancel`.
 fn schedule_analysis(
     state: &Arc<State>,
     uri: Url,
     cancel: CancellationToken,
     edited_at: Option<usize>,
+    debounce: Duration,
 ) {
     let state = state.clone();
     tokio::spawn(async move {
         let config = state.config();
         tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(config.diagnostics.debounce_ms)) => {}
+            () = tokio::time::sleep(debounce) => {}
             () = cancel.cancelled() => return,
         }
         if cancel.is_cancelled() {
             return;
         }
         let began = Instant::now();
+        // A tree parsed for a text changed meanwhile is still kept (caught
+        // up with the changes: `Document::install_tree`).
         let Some(snapshot) = state.parsed_snapshot(&uri).await else {
             return;
         };
+        if cancel.is_cancelled() {
+            return;
+        }
         let parsed = began.elapsed();
         let version = snapshot.version;
         let encoding = state.encoding();

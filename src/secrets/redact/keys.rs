@@ -120,6 +120,11 @@ static PUBLIC_BLOCK: LazyLock<Option<Regex>> = LazyLock::new(|| {
         .ok()
 });
 
+/// Compiles the public-block pattern now; whether it compiled.
+pub(super) fn compile() -> bool {
+    PUBLIC_BLOCK.is_some()
+}
+
 /// The spans of key material in `text`.
 pub(super) fn find(text: &str) -> Vec<Range<usize>> {
     let bytes = text.as_bytes();

@@ -184,6 +184,12 @@ static ANY: LazyLock<Option<RegexSet>> = LazyLock::new(|| {
         .ok()
 });
 
+/// Compiles every pattern now (each is compiled on first use); the number
+/// that compiled.
+pub(super) fn compile() -> usize {
+    COMPILED.len() + usize::from(ASSIGNMENT.is_some()) + usize::from(ANY.is_some())
+}
+
 /// Adds every shape and secret assignment found in `text` to `spans`.
 pub(super) fn find(text: &str, spans: &mut Vec<Span>) {
     let matched = ANY.as_ref().map(|set| set.matches(text));
@@ -356,4 +362,16 @@ fn placeholder(value: &str) -> bool {
     }
     let mut chars = value.chars();
     chars.next().is_some_and(|first| chars.all(|c| c == first))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_warm_up_compiles_every_pattern() {
+        // Each shape, the assignment, and the set of them all.
+        assert_eq!(compile(), SHAPES.len() + 2);
+        assert_eq!(super::super::warm_up(), SHAPES.len() + 3);
+    }
 }

@@ -1,3 +1,5 @@
+use std::time::{Duration, Instant};
+
 use serde_json::json;
 
 use super::harness::{Lsp, Workspace};
@@ -114,6 +116,38 @@ fn a_tree_reparsed_many_times_is_parsed_afresh_and_takes_later_edits() {
     assert!(
         names.iter().any(|n| n == "f69") && names.iter().any(|n| n == "main"),
         "{names:?}"
+    );
+    assert!(lsp.shutdown_and_exit().success());
+}
+
+/// An opened file is analysed at once; only edits wait for the debounce
+/// (a burst of typing). With a debounce of a minute, the errors of the
+/// opened text come right away, and an edit's do not.
+#[test]
+fn an_opened_file_is_analysed_at_once_and_edits_after_the_debounce() {
+    let ws = Workspace::new(&[]);
+    let mut lsp = Lsp::spawn();
+    let options = json!({ "diagnostics": { "debounce_ms": 60_000 } });
+    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+    let uri = ws.uri("src/broken.rs");
+    lsp.open(&uri, "rust", "fn main( {}\n");
+    // The harness waits 30 s at most: half the debounce.
+    let opened = lsp.diagnostics(&uri, |d| !d.is_empty());
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    // The fix: `fn main() {}`.
+    lsp.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [
+            { "range": { "start": { "line": 0, "character": 8 }, "end": { "line": 0, "character": 8 } }, "text": ")" } ] }),
+    );
+    let quiet_until = Instant::now() + Duration::from_millis(1500);
+    while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
+        lsp.pump_for(left);
+    }
+    let published = lsp.pending_notifications("textDocument/publishDiagnostics");
+    assert!(
+        published.is_empty(),
+        "published before the debounce: {published:?}"
     );
     assert!(lsp.shutdown_and_exit().success());
 }
