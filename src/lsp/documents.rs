@@ -42,11 +42,7 @@ pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let analysis = open.restart_analysis();
     // Reopening an open document replaces (and drops) the old record.
     state.documents.insert(uri.clone(), open);
-    // No burst of typing to wait out: parsed at once, so an edit right
-    // after opening finds a tree to reparse incrementally (a 10,000-line
-    // file's first parse takes ~50 ms; after the debounce, it made the
-    // first completion's prompt late).
-    schedule_analysis(state, uri, analysis, None, Duration::ZERO);
+    schedule_analysis(state, uri, analysis, Trigger::Opened);
 }
 
 pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
@@ -86,8 +82,7 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
     if let Some(cursor) = warm_at {
         super::inline_completion::warm::schedule(state, uri.clone(), cursor);
     }
-    let debounce = Duration::from_millis(state.config().diagnostics.debounce_ms);
-    schedule_analysis(state, uri, analysis, warm_at, debounce);
+    schedule_analysis(state, uri, analysis, Trigger::Edited(warm_at));
 }
 
 pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {
@@ -121,20 +116,33 @@ pub async fn did_close(state: &Arc<State>, params: DidCloseTextDocumentParams) {
     super::checks::closed(state, uri).await;
 }
 
-/// The work after a change, once `debounce` has passed without another:
-/// syntax diagnostics, the prompt for a completion at `edited_at` (the last
-/// edit's end) and the index entry for the buffer. A newer change, or
-/// closing the document, cancels `cancel`.
-fn schedule_analysis(
-    state: &Arc<State>,
-    uri: Url,
-    cancel: CancellationToken,
-    edited_at: Option<usize>,
-    debounce: Duration,
-) {
+/// What an analysis follows.
+#[derive(Clone, Copy)]
+enum Trigger {
+    /// The document was opened: analysed at once (no burst of typing to
+    /// wait out), so an edit right after opening finds a tree to reparse
+    /// incrementally (a 10,000-line file's first parse takes ~50 ms; after
+    /// the debounce, it made the first completion's prompt late). Nobody
+    /// waits for this parse: it runs on the background thread.
+    Opened,
+    /// An edit, ending at this byte offset when known: analysed after
+    /// `diagnostics.debounce_ms` without another; its reparse runs on the
+    /// blocking pool (a request may be waiting for the tree).
+    Edited(Option<usize>),
+}
+
+/// The work after opening or changing a document: syntax diagnostics, the
+/// prompt for a completion where the last edit ended, and the index entry
+/// for the buffer. A newer change, or closing the document, cancels
+/// `cancel`.
+fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken, trigger: Trigger) {
     let state = state.clone();
     tokio::spawn(async move {
         let config = state.config();
+        let (debounce, edited_at) = match trigger {
+            Trigger::Opened => (Duration::ZERO, None),
+            Trigger::Edited(at) => (Duration::from_millis(config.diagnostics.debounce_ms), at),
+        };
         tokio::select! {
             () = tokio::time::sleep(debounce) => {}
             () = cancel.cancelled() => return,
@@ -145,7 +153,11 @@ fn schedule_analysis(
         let began = Instant::now();
         // A tree parsed for a text changed meanwhile is still kept (caught
         // up with the changes: `Document::install_tree`).
-        let Some(snapshot) = state.parsed_snapshot(&uri).await else {
+        let parsed = match trigger {
+            Trigger::Opened => state.parsed_snapshot_in_background(&uri).await,
+            Trigger::Edited(_) => state.parsed_snapshot(&uri).await,
+        };
+        let Some(snapshot) = parsed else {
             return;
         };
         if cancel.is_cancelled() {
