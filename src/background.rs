@@ -4,13 +4,64 @@
 //! with a completion's own work and, with two cores, could take both: a
 //! request arriving while a big file is re-indexed waited behind it. Here
 //! it never takes more than one core and gives way to whatever the user is
-//! waiting for. Jobs run one at a time, in the order given.
+//! waiting for. Jobs run one at a time, in the order given, and none
+//! starts while a completion is being answered ([`Busy`]).
 use std::sync::mpsc;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
+use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
 type Job = Box<dyn FnOnce() + Send>;
+
+/// How long after it was queued a job may be held back by [`Busy`]: a
+/// completion from a fast model is answered within a few milliseconds;
+/// one that takes longer (a slow or local model) does not hold back the
+/// work behind it for more than this.
+const MOST_HELD_BACK: Duration = Duration::from_millis(10);
+
+/// Completions being answered now.
+static BUSY: Mutex<usize> = Mutex::new(0);
+/// Told when the last of them is answered.
+static QUIET: Condvar = Condvar::new();
+
+/// Held while the user waits for an answer (a completion request, from its
+/// arrival to its answer written): no background job starts meanwhile,
+/// for up to [`MOST_HELD_BACK`] after it was queued. Lowering the
+/// thread's priority was not enough: a job queued by a request itself (the
+/// redactor's refresh every 7 s, ~3 ms of walking the workspace) started
+/// on the core the request's task was about to wake on, and the request
+/// waited for it — the slowest request of a round, 1.6 ms late (a
+/// scheduler trace, docs/performance.md).
+pub struct Busy(());
+
+impl Busy {
+    pub fn begin() -> Busy {
+        *BUSY.lock() += 1;
+        Busy(())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut busy = BUSY.lock();
+        *busy = busy.saturating_sub(1);
+        if *busy == 0 {
+            QUIET.notify_all();
+        }
+    }
+}
+
+/// Waits until nothing is [`Busy`], or until `deadline`.
+fn wait_for_quiet(deadline: Instant) {
+    let mut busy = BUSY.lock();
+    while *busy > 0 {
+        if QUIET.wait_until(&mut busy, deadline).timed_out() {
+            return;
+        }
+    }
+}
 
 /// Runs `job` on the background thread; `None` if it panicked (logged) or
 /// the thread could not be started.
@@ -36,15 +87,16 @@ pub fn spawn(job: impl FnOnce() + Send + 'static) -> bool {
 }
 
 fn submit(job: Job) -> bool {
-    static QUEUE: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+    static QUEUE: OnceLock<Option<mpsc::Sender<(Job, Instant)>>> = OnceLock::new();
     let queue = QUEUE.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<(Job, Instant)>();
         let started = std::thread::Builder::new()
             .name("fettle-background".to_owned())
             .spawn(move || {
                 lower_thread_priority("background");
                 let arena = crate::allocator::PrivateArena::bind_current_thread();
-                for job in rx {
+                for (job, queued) in rx {
+                    wait_for_quiet(queued + MOST_HELD_BACK);
                     // A panicking job is logged (the panic hook) and drops
                     // its answer; the thread goes on with the next.
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
@@ -64,7 +116,7 @@ fn submit(job: Job) -> bool {
         }
     });
     match queue {
-        Some(tx) => tx.send(job).is_ok(),
+        Some(tx) => tx.send((job, Instant::now())).is_ok(),
         None => false,
     }
 }
@@ -119,5 +171,32 @@ mod tests {
         assert_eq!(panicked, None);
         let order: Vec<_> = futures::future::join_all((0..5).map(|i| run(move || i))).await;
         assert_eq!(order, (0..5).map(Some).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn no_job_starts_while_a_completion_is_answered() {
+        let busy = Busy::begin();
+        let queued = Instant::now();
+        let started = tokio::spawn(run(Instant::now));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let answered = Instant::now();
+        drop(busy);
+        let ran = started.await.ok().flatten().expect("the job ran");
+        // Held back until the answer (on a loaded machine, perhaps until
+        // the limit).
+        assert!(
+            ran >= answered || ran >= queued + MOST_HELD_BACK,
+            "ran {:?} before the answer",
+            answered - ran
+        );
+    }
+
+    #[tokio::test]
+    async fn a_long_answer_holds_a_job_back_for_a_moment_only() {
+        let busy = Busy::begin();
+        // Still busy when it runs: it was held back at most MOST_HELD_BACK.
+        let ran_while_busy = run(|| *BUSY.lock() > 0).await;
+        assert_eq!(ran_while_busy, Some(true));
+        drop(busy);
     }
 }

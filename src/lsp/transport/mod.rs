@@ -191,6 +191,9 @@ async fn read_client<I, S>(
         match decode(&body) {
             Ok(Incoming::Request(request)) => {
                 let timed = request.id().is_some() && request.method() == TIMED_METHOD;
+                // The user waits for this one: background jobs hold off
+                // until its answer is written.
+                let busy = timed.then(crate::background::Busy::begin);
                 if timed {
                     if let Some(read) = read {
                         timing::record(Stage::Read, read);
@@ -221,6 +224,7 @@ async fn read_client<I, S>(
                     if let Ok(Some(response)) = answer {
                         send_response(&out, &response, timed);
                     }
+                    drop(busy);
                     drop(alive);
                 });
                 // Its synchronous start now, in arrival order; the rest as
