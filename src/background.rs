@@ -194,8 +194,12 @@ mod tests {
     #[tokio::test]
     async fn a_long_answer_holds_a_job_back_for_a_moment_only() {
         let busy = Busy::begin();
-        // Still busy when it runs: it was held back at most MOST_HELD_BACK.
-        let ran_while_busy = run(|| *BUSY.lock() > 0).await;
+        // Still busy when it runs: it was held back at most MOST_HELD_BACK
+        // (a timeout, not a hang, if it waited for the answer).
+        let ran_while_busy =
+            tokio::time::timeout(Duration::from_secs(10), run(|| *BUSY.lock() > 0))
+                .await
+                .expect("held back until the answer");
         assert_eq!(ran_while_busy, Some(true));
         drop(busy);
     }

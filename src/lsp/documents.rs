@@ -216,11 +216,12 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken, tr
         super::checks::publish(&state, uri.clone(), all, Some(version)).await;
         tracing::debug!(
             %uri,
+            opened = matches!(trigger, Trigger::Opened),
             parse_ms = ms(parsed),
             background_wait_ms = ms(waited),
             diagnostics_ms = ms(analysed.saturating_sub(waited)),
             prompt_and_publish_ms = ms(preparing.elapsed()),
-            "analysis after an edit done"
+            "analysis done"
         );
         tokio::select! {
             () = tokio::time::sleep(PAUSED_AFTER) => {}
