@@ -17,5 +17,6 @@ pub mod lsp;
 pub mod mock;
 pub mod model;
 pub mod position;
+pub mod runtime;
 pub mod secrets;
 pub mod syntax;

@@ -11,7 +11,14 @@ use std::path::{Path, PathBuf};
 /// gets exactly `mode`); a new file gets the usual `0o666 & !umask`. Missing
 /// parent directories are created. A symlink is written through (its target
 /// is replaced), not replaced by a regular file.
+///
+/// It blocks on disk syncs: on the server's async worker it hands the
+/// worker on first ([`crate::runtime::blocking`]).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+    crate::runtime::blocking(|| write_atomic_here(path, bytes, mode))
+}
+
+fn write_atomic_here(path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
     let target = follow_symlink(path)?;
     let dir = match target.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
@@ -59,9 +66,11 @@ pub fn file_mode(path: &Path) -> io::Result<Option<u32>> {
 /// effort: some filesystems refuse to fsync a directory, and the data itself
 /// is already on disk.
 pub fn sync_dir(dir: &Path) {
-    if let Ok(handle) = File::open(dir) {
-        let _ = handle.sync_all();
-    }
+    crate::runtime::blocking(|| {
+        if let Ok(handle) = File::open(dir) {
+            let _ = handle.sync_all();
+        }
+    });
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -99,8 +99,18 @@ pub fn search(root: &Path, args: &SearchArgs) -> Result<SearchResult, SearchErro
 }
 
 /// [`search`], reading a file's text from `open_buffers` when it returns
-/// one (an editor's unsaved buffer) instead of from disk.
+/// one (an editor's unsaved buffer) instead of from disk. A walk of the
+/// workspace: on the server's async worker it hands the worker on first
+/// ([`crate::runtime::blocking`]).
 pub fn search_with_overrides(
+    root: &Path,
+    args: &SearchArgs,
+    open_buffers: &(dyn Fn(&Path) -> Option<String> + Sync),
+) -> Result<SearchResult, SearchError> {
+    crate::runtime::blocking(|| search_here(root, args, open_buffers))
+}
+
+fn search_here(
     root: &Path,
     args: &SearchArgs,
     open_buffers: &(dyn Fn(&Path) -> Option<String> + Sync),

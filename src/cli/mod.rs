@@ -171,10 +171,7 @@ fn serve() -> i32 {
     // Warnings only until the configuration says otherwise (`log.level`,
     // default "warn"): editors show everything on stderr as errors.
     crate::logging::init(crate::config::LogConfig::default().level.as_str());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime::server() {
         Ok(runtime) => runtime,
         Err(err) => {
             tracing::error!(%err, "could not start the async runtime");

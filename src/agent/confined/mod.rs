@@ -234,14 +234,21 @@ impl Confined {
     /// directory. The file keeps its permissions unless `mode` is given; a
     /// new one gets `0o666 & !umask`. Missing parents are created. A
     /// symlink in the target's place is refused, not written through.
+    ///
+    /// It blocks on disk syncs: on the server's async worker it hands the
+    /// worker on first ([`crate::runtime::blocking`]).
     pub fn write_atomic(
         &self,
         path: impl AsRef<Path>,
         bytes: &[u8],
         mode: Option<u32>,
     ) -> io::Result<()> {
-        let parts = self.parts(path.as_ref())?;
-        let (name, dirs) = split_last(&parts, path.as_ref())?;
+        crate::runtime::blocking(|| self.write_atomic_here(path.as_ref(), bytes, mode))
+    }
+
+    fn write_atomic_here(&self, path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
+        let parts = self.parts(path)?;
+        let (name, dirs) = split_last(&parts, path)?;
         let parent = self.open_dir(dirs, true)?;
         let cname = sys::cstring(name)?;
         let existing = match self.look(parent.as_fd(), &cname) {

@@ -71,8 +71,19 @@ const FILE_SHARE: f64 = 0.05;
 const MIN_LINE_TOKENS: usize = 3;
 
 /// The map of the workspace, at most `budget_tokens` by [`estimate`]
-/// (empty when not even one definition fits).
+/// (empty when not even one definition fits). Milliseconds on a large
+/// workspace: on the server's async worker it hands the worker on first
+/// ([`crate::runtime::blocking`]).
 pub fn repo_map(
+    index: &WorkspaceIndex,
+    root: &Path,
+    focus: &Focus,
+    budget_tokens: usize,
+) -> String {
+    crate::runtime::blocking(|| repo_map_here(index, root, focus, budget_tokens))
+}
+
+fn repo_map_here(
     index: &WorkspaceIndex,
     root: &Path,
     focus: &Focus,

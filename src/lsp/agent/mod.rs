@@ -205,21 +205,25 @@ async fn run(
     let _clear = ClearRunning(state.clone());
     // Notices are shown as they happened, before any failure.
     let mut sandbox_notices = Vec::new();
-    let prepared = crate::agent::prepare::prepare(
-        id.clone(),
-        goal,
-        root.clone(),
-        &config,
-        &Overrides {
-            check_goal,
-            ..Overrides::default()
-        },
-        &mut |notice| match notice {
-            Notice::Sandbox(text) | Notice::CheckerMissing(text) => sandbox_notices.push(text),
-            Notice::Checkers(list) => tracing::info!("checking with {}", list.join("; ")),
-            Notice::TestCommandDetected { .. } | Notice::NoTestCommand => {}
-        },
-    );
+    // It probes the sandbox and looks for checkers (processes, files): off
+    // the async worker.
+    let prepared = crate::runtime::blocking(|| {
+        crate::agent::prepare::prepare(
+            id.clone(),
+            goal,
+            root.clone(),
+            &config,
+            &Overrides {
+                check_goal,
+                ..Overrides::default()
+            },
+            &mut |notice| match notice {
+                Notice::Sandbox(text) | Notice::CheckerMissing(text) => sandbox_notices.push(text),
+                Notice::Checkers(list) => tracing::info!("checking with {}", list.join("; ")),
+                Notice::TestCommandDetected { .. } | Notice::NoTestCommand => {}
+            },
+        )
+    });
     for notice in sandbox_notices {
         state
             .client

