@@ -146,7 +146,15 @@ impl Server {
             .get("ms")
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(1000);
-        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        let duration = std::time::Duration::from_millis(ms);
+        if params.get("blocking") == Some(&serde_json::Value::Bool(true)) {
+            // A thread blocked in its own task, as an agent's fsync'd write
+            // blocks one: the rest of the server must go on meanwhile.
+            tokio::task::yield_now().await;
+            crate::runtime::blocking(|| std::thread::sleep(duration));
+        } else {
+            tokio::time::sleep(duration).await;
+        }
         Ok(serde_json::json!({ "slept_ms": ms }))
     }
 

@@ -111,9 +111,14 @@ impl Support {
 
 static SUPPORT: OnceLock<Support> = OnceLock::new();
 
-/// The system's support, probed once per process with `launcher`.
+/// The system's support, probed once per process with `launcher` (a
+/// process run and waited for: off the server's async worker, through
+/// [`crate::runtime::blocking`], the first time).
 pub fn support(launcher: &Path) -> Support {
-    SUPPORT.get_or_init(|| probe_now(launcher)).clone()
+    if let Some(known) = SUPPORT.get() {
+        return known.clone();
+    }
+    crate::runtime::blocking(|| SUPPORT.get_or_init(|| probe_now(launcher)).clone())
 }
 
 /// The variable that turns sandbox parts off (`namespaces`, `landlock`,

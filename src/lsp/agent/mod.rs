@@ -206,7 +206,10 @@ async fn run(
     // Notices are shown as they happened, before any failure.
     let mut sandbox_notices = Vec::new();
     // It probes the sandbox and looks for checkers (processes, files): off
-    // the async worker.
+    // the async worker, and in this handler's own task, not in the
+    // transport's synchronous start of it, which would hold up reading the
+    // next message meanwhile.
+    tokio::task::yield_now().await;
     let prepared = crate::runtime::blocking(|| {
         crate::agent::prepare::prepare(
             id.clone(),

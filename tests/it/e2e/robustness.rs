@@ -80,6 +80,28 @@ fn concurrent_requests_are_each_answered_once() {
     assert!(lsp.shutdown_and_exit().success());
 }
 
+/// A handler blocked on a thread (as an agent's fsync'd write blocks one)
+/// does not hold up the others: the server runs one async worker, which
+/// `runtime::blocking` hands on.
+#[test]
+fn a_handler_blocking_a_thread_does_not_hold_up_other_requests() {
+    let (_ws, mut lsp) = hooked();
+    let sleeping = lsp.send_request(
+        "fettle/debug/sleep",
+        json!({ "ms": 5_000, "blocking": true }),
+    );
+    // Give the sleep its head start.
+    std::thread::sleep(Duration::from_millis(300));
+    still_alive(&mut lsp);
+    assert!(
+        lsp.try_response(&sleeping).is_none(),
+        "the blocking handler had finished before the other request was answered"
+    );
+    let response = lsp.response(&sleeping);
+    assert_eq!(response["result"]["slept_ms"], 5_000, "{response}");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
 #[test]
 fn unknown_methods_get_method_not_found() {
     let (_ws, mut lsp) = hooked();
