@@ -42,6 +42,7 @@ pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let analysis = open.restart_analysis();
     // Reopening an open document replaces (and drops) the old record.
     state.documents.insert(uri.clone(), open);
+    super::inline_completion::warm::preconnect(state);
     schedule_analysis(state, uri, analysis, Trigger::Opened);
 }
 

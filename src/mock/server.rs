@@ -43,6 +43,8 @@ struct State {
     seq: u64,
     /// Connections accepted so far (clients that reuse theirs open few).
     connections: usize,
+    /// `HEAD` requests answered (connections opened ahead; not recorded).
+    heads: usize,
 }
 
 struct Shared {
@@ -132,6 +134,12 @@ impl MockServer {
         self.shared.lock().connections
     }
 
+    /// `HEAD` requests answered: a client opening its connection ahead
+    /// (they are not among [`MockServer::requests`]).
+    pub fn heads(&self) -> usize {
+        self.shared.lock().heads
+    }
+
     /// Appends a response to the script.
     pub fn push(&self, response: ScriptedResponse) {
         self.shared.lock().responses.push(response);
@@ -189,6 +197,12 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut signal: wat
 }
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+    // How Fettle opens a connection ahead of a completion: answered, not
+    // recorded (scripts and tests count the model's requests).
+    if req.method() == hyper::Method::HEAD {
+        shared.lock().heads += 1;
+        return Response::new(super::respond::full(bytes::Bytes::new()));
+    }
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     match path.as_str() {

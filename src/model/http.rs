@@ -14,6 +14,13 @@ use super::error::{shorten, ModelError};
 use super::health;
 use crate::config::ModelConfig;
 
+/// A connection used within this long is taken to be open still: the pool
+/// keeps an idle one 90 s, and servers commonly close theirs after 5 to 75
+/// s idle (a closed one is noticed when taken from the pool, and the
+/// request connects anew). Shorter: more `HEAD`s; longer: more requests
+/// that connect first.
+const USED_LATELY: Duration = Duration::from_secs(30);
+
 /// The shared client for a given connect timeout. Models almost always share
 /// one value, so in practice this is one client: one connection pool with
 /// keep-alive, HTTP/2 where the server offers it (ALPN).
@@ -119,6 +126,67 @@ impl Endpoint {
         format!("{}{}", self.base_url, path)
     }
 
+    /// Opens a connection to the server ahead of a request (an HTTP `HEAD`
+    /// of `base_url`, without the key; whatever it answers, the connection
+    /// stays in the pool), unless a request or another preconnect used one
+    /// within [`USED_LATELY`]. The first completion of a session, or after a
+    /// pause, then skips the connect (over HTTPS also the TLS handshake:
+    /// tens of milliseconds to a hosted model). It never counts as a
+    /// failure: a server that is down or paused is left to the real request.
+    pub fn preconnect(&self) {
+        if !self.mark_used(true) {
+            return;
+        }
+        if health::check(&self.name, &self.base_url, &self.base_url).is_err() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let request = client(self.connect_timeout)
+            .head(&self.base_url)
+            .timeout(self.connect_timeout + self.first_byte_timeout);
+        let name = self.name.clone();
+        runtime.spawn(async move {
+            match request.send().await {
+                Ok(response) => {
+                    tracing::debug!(model = %name, status = %response.status(), "connected to the model ahead");
+                }
+                Err(err) => {
+                    tracing::debug!(model = %name, %err, "could not connect to the model ahead");
+                }
+            }
+        });
+    }
+
+    /// Notes a use of the server's connection now. With `only_if_stale`,
+    /// only when none was noted within [`USED_LATELY`]; returns whether it
+    /// noted this one.
+    fn mark_used(&self, only_if_stale: bool) -> bool {
+        static USED: OnceLock<Mutex<HashMap<String, Instant>>> = OnceLock::new();
+        let mut used = USED
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = Instant::now();
+        if only_if_stale
+            && used
+                .get(&self.base_url)
+                .is_some_and(|at| now.duration_since(*at) < USED_LATELY)
+        {
+            return false;
+        }
+        // Keyed by `base_url`: the pool keys by origin, and models on one
+        // server almost always share their base URL.
+        match used.get_mut(&self.base_url) {
+            Some(at) => *at = now,
+            None => {
+                used.insert(self.base_url.clone(), now);
+            }
+        }
+        true
+    }
+
     /// POSTs `body` as JSON and returns the response once its headers are in
     /// and its status is a success. Retries 429, 5xx and connection errors
     /// with exponential backoff and jitter (honoring `Retry-After`). Retrying
@@ -144,6 +212,7 @@ impl Endpoint {
                 _ => return Err(paused),
             }
         }
+        self.mark_used(false);
         let result = self.post_with_retries(url, headers, body).await;
         match &result {
             Ok(_) => health::record_ok(&self.name, &self.base_url),

@@ -219,7 +219,6 @@ impl Models {
         }
     }
 
-    /// [`Models::get`] for long background work: see [`Model::new_background`].
     /// Gives up model `name`'s warm-ups, if it has any (see
     /// [`Provider::cancel_warm`]). Borrows: it runs on every keystroke.
     pub fn cancel_warm(&self, name: &str) {
@@ -228,6 +227,15 @@ impl Models {
         }
     }
 
+    /// Opens a connection to model `name`'s server if none was used lately
+    /// (see [`Provider::preconnect`]). Borrows: it runs on every keystroke.
+    pub fn preconnect(&self, name: &str) {
+        if let Some(Ok(model)) = self.models.get(name) {
+            model.provider.preconnect();
+        }
+    }
+
+    /// [`Models::get`] for long background work: see [`Model::new_background`].
     pub fn get_background(&self, name: &str) -> Result<Model, ModelError> {
         let model = self.get(name)?;
         if model.config.provider == ProviderKind::Local {

@@ -28,4 +28,9 @@ pub trait Provider: Send + Sync + 'static {
     /// Gives up the warm-ups queued or running: the user is active again
     /// (a later pause starts a new one).
     fn cancel_warm(&self) {}
+    /// Opens a connection to the model's server ahead of a request that
+    /// will probably come (the user opened a file or typed), unless one was
+    /// used lately; no request to the model itself. The embedded model has
+    /// no connection: nothing to do.
+    fn preconnect(&self) {}
 }

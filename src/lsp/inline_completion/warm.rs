@@ -62,7 +62,18 @@ pub fn cursor_moved(state: &Arc<State>, params: CursorParams) {
 /// at `cursor` is due after the pause (if warming is on).
 pub fn schedule(state: &Arc<State>, uri: Url, cursor: usize) {
     active(state);
+    preconnect(state);
     start_timer(state, uri, cursor);
+}
+
+/// A completion will probably be asked for soon (a file was opened, the
+/// user typed): the completion model's connection is made now if it may
+/// have gone cold (see [`crate::model::Models::preconnect`]).
+pub fn preconnect(state: &State) {
+    let config = state.config();
+    if config.completion.enabled {
+        state.models().preconnect(&config.completion.model);
+    }
 }
 
 /// A completion request begins: warm-ups stop (the request must not wait

@@ -60,6 +60,9 @@ impl Anthropic {
 }
 
 impl Provider for Anthropic {
+    fn preconnect(&self) {
+        self.endpoint.preconnect();
+    }
     fn fim(&self, req: FimRequest) -> TextStream {
         // No FIM endpoint: `chat` is the only template that fits.
         let rendered = fim::render(FimTemplate::Chat, &req, FimOrder::Psm);

@@ -65,6 +65,9 @@ impl LlamaCpp {
 }
 
 impl Provider for LlamaCpp {
+    fn preconnect(&self) {
+        self.endpoint.preconnect();
+    }
     fn fim(&self, req: FimRequest) -> TextStream {
         if self.server_templates() {
             let sampling = Sampling::new(&self.config, &req.options, req.options.stop.clone());

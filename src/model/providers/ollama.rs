@@ -49,6 +49,9 @@ impl Ollama {
 }
 
 impl Provider for Ollama {
+    fn preconnect(&self) {
+        self.endpoint.preconnect();
+    }
     fn fim(&self, req: FimRequest) -> TextStream {
         let rendered = fim::render(self.template, &req, FimOrder::Psm);
         let options = options(&self.config, &req.options, &rendered.stop);

@@ -57,6 +57,9 @@ impl OpenAi {
 }
 
 impl Provider for OpenAi {
+    fn preconnect(&self) {
+        self.endpoint.preconnect();
+    }
     fn fim(&self, req: FimRequest) -> TextStream {
         let template = match self.template {
             FimTemplate::Chat | FimTemplate::None => self.template,

@@ -317,6 +317,35 @@ fn single_line_answers_leave_the_connection_open_for_the_next() {
     assert!(lsp.shutdown_and_exit().success());
 }
 
+/// Opening a file connects to the completion model ahead (a `HEAD`, not a
+/// request to the model): the first completion finds the connection open,
+/// and typing on does not knock again while it is in use.
+#[test]
+fn opening_a_file_connects_to_the_model_ahead() {
+    let mock = Mock::repeating("p.x * p.y;\n");
+    let (_ws, mut lsp, uri) = open_lib(mock.options());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mock.server.heads() == 0 {
+        assert!(Instant::now() < deadline, "no connection made ahead");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(mock.server.connections(), 1);
+    assert!(mock.server.requests().is_empty(), "a HEAD is not recorded");
+    for (version, col) in [(2, 13), (3, 14)] {
+        insert(&mut lsp, &uri, version, (3, 0), " ");
+        let result = complete(&mut lsp, &uri, 3, col);
+        assert_eq!(result["items"][0]["insertText"], "p.x * p.y;", "{result}");
+    }
+    assert_eq!(mock.prompts().len(), 2);
+    assert_eq!(
+        mock.server.connections(),
+        1,
+        "the completions used the connection made ahead"
+    );
+    assert_eq!(mock.server.heads(), 1, "used lately: no second HEAD");
+    assert!(lsp.shutdown_and_exit().success());
+}
+
 #[test]
 fn utf8_positions_with_non_ascii_text_before_the_cursor() {
     let text = "fn main() {\n    let s = \"😀 名前\"; let n = \n}\n";
