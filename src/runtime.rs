@@ -6,7 +6,8 @@
 //! model's answer readable → answer written); with a second worker, each
 //! task spawned or woken along the chain also wakes the idle worker to come
 //! and steal, which on a small (virtual) machine costs a cross-core wake-up
-//! and sometimes moves the request's task to the other core mid-request.
+//! (and, by our reading of the slowest requests' stages, not traced, can
+//! move the request's task to the other core mid-request).
 //! Measured on the 2-core bench machine, 200 ms after an edit, 4 rounds
 //! each: two workers p50 1.16–1.36 ms, p99 2.57–3.10 ms; one worker p50
 //! 1.08–1.15 ms, p99 1.58–1.96 ms (docs/performance.md, tenth pass).
