@@ -344,7 +344,7 @@ impl Engine {
             for sampled in samples {
                 match sampled {
                     Ok(raw) => {
-                        let done = finish(&text, cursor, &raw, multiline, max_lines);
+                        let done = finish(&text, cursor, &raw, multiline, max_lines, None);
                         answers.push((raw, done));
                     }
                     Err(Outcome::Cancelled) => {
@@ -372,9 +372,9 @@ impl Engine {
             let work = async move {
                 let mut times = TaskTimes::start();
                 let marks = times.http.clone();
-                let request = match ahead {
-                    Some(ready) => Sampled::Ready(ready),
-                    None => Sampled::Request(fim),
+                let (request, indent) = match ahead {
+                    Some(ready) => (Sampled::Ready(ready.request), Some(ready.indent)),
+                    None => (Sampled::Request(fim), None),
                 };
                 let sampled = sample(&model, request, multiline, std::future::pending());
                 let outcome = tokio::select! {
@@ -383,7 +383,7 @@ impl Engine {
                 };
                 let outcome = outcome.map(|raw| {
                     times.streamed = Some(Instant::now());
-                    let done = finish(&task_text, cursor, &raw, multiline, max_lines);
+                    let done = finish(&task_text, cursor, &raw, multiline, max_lines, indent);
                     if let Ok(done) = &done {
                         engine.cache.lock().insert(task_key, done.clone());
                     }

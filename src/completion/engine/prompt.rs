@@ -10,6 +10,7 @@ use ropey::Rope;
 use super::document::Window;
 use super::{Engine, Env, Request};
 use crate::completion::context::{self, ContextInput, OpenFile};
+use crate::completion::postprocess::IndentStyle;
 use crate::config::ModelConfig;
 use crate::index::WorkspaceIndex;
 use crate::model::{FimRequest, GenOptions, Model, TextStream};
@@ -64,21 +65,29 @@ pub(super) enum Purpose {
     Ahead,
 }
 
-/// The prompt for a request, and the model request made with it when it
-/// was built ahead.
+/// The prompt for a request, and what was made with it when it was built
+/// ahead.
 pub(super) struct Prompt {
     pub(super) fim: FimRequest,
-    /// Built ahead: the model request for `fim` as it is, made then (its
-    /// body already serialized), not yet sent.
-    pub(super) ahead: Option<TextStream>,
+    pub(super) ahead: Option<Ahead>,
+}
+
+/// What a prompt built ahead comes with.
+pub(super) struct Ahead {
+    /// The model request for the prompt as it is, made then (its body
+    /// already serialized), not yet sent.
+    pub(super) request: TextStream,
+    /// The indentation around the cursor, for postprocessing the answer.
+    pub(super) indent: IndentStyle,
 }
 
 /// A prompt built ahead, with what it was built from.
 pub(super) struct Prepared {
     inputs: Inputs,
     fim: FimRequest,
-    /// The model request for `fim`, made (not sent: streams are lazy).
-    request: TextStream,
+    /// The model request for `fim`, made (not sent: streams are lazy), and
+    /// the indentation around the cursor.
+    ahead: Ahead,
     /// The layout to keep from the request that takes it on.
     window: Option<Window>,
 }
@@ -217,7 +226,7 @@ pub(super) async fn build(
                     }
                     return Some(Prompt {
                         fim: prepared.fim,
-                        ahead: Some(prepared.request),
+                        ahead: Some(prepared.ahead),
                     });
                 }
                 Some(changed) => {
@@ -348,7 +357,10 @@ pub(super) async fn build(
             inputs.redactor = Some(Arc::downgrade(&redactor));
             document.state.set_prepared(Prepared {
                 inputs,
-                request: model.fim(fim.clone()),
+                ahead: Ahead {
+                    request: model.fim(fim.clone()),
+                    indent: super::sample::indent_around(text, cursor),
+                },
                 fim,
                 window: new_window,
             });

@@ -29,13 +29,29 @@ pub(super) fn with_deadline(model: Model, config: &CompletionConfig) -> Model {
     model.with_deadline(Some(Duration::from_millis(deadline)))
 }
 
-/// Postprocesses `raw`, the model's answer at `cursor` of `text`.
+/// The indentation of the lines around `cursor` of `text`.
+pub(super) fn indent_around(text: &str, cursor: usize) -> IndentStyle {
+    let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[cursor..].find('\n').map_or(text.len(), |i| cursor + i);
+    // From the lines around the cursor: scanning a whole big file on
+    // every completion cost more than the rest of postprocessing.
+    IndentStyle::detect(
+        &text[window_start(&text[..line_start], INDENT_LINES)
+            ..line_end + window_end(&text[line_end..], INDENT_LINES)],
+    )
+}
+
+/// Postprocesses `raw`, the model's answer at `cursor` of `text`; `indent`
+/// is the lines' indentation there when it was found ahead (the scan,
+/// 300 lines of memory a paused machine no longer has in its caches, was
+/// the largest part of postprocessing after a pause).
 pub(super) fn finish(
     text: &str,
     cursor: usize,
     raw: &str,
     multiline: bool,
     max_lines: usize,
+    indent: Option<IndentStyle>,
 ) -> PostResult {
     let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[cursor..].find('\n').map_or(text.len(), |i| cursor + i);
@@ -46,12 +62,7 @@ pub(super) fn finish(
         line_suffix: text[cursor..line_end].trim_end_matches('\r'),
         following: &following[..window_end(following, 50)],
         preceding: &text[window_start(&text[..line_start], 50)..line_start],
-        // From the lines around the cursor: scanning a whole big file on
-        // every completion cost more than the rest of postprocessing.
-        indent: IndentStyle::detect(
-            &text[window_start(&text[..line_start], INDENT_LINES)
-                ..line_end + window_end(&text[line_end..], INDENT_LINES)],
-        ),
+        indent: indent.unwrap_or_else(|| indent_around(text, cursor)),
         multiline,
         max_lines,
     };

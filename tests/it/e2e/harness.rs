@@ -18,7 +18,9 @@ use serde_json::{json, Value};
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 
 enum Incoming {
-    Message(Value),
+    /// A message and when its bytes had all been read (before the harness
+    /// hands it to the test's thread).
+    Message(Value, Instant),
     Closed,
 }
 
@@ -28,6 +30,10 @@ pub struct Lsp {
     rx: Receiver<Incoming>,
     next_id: i64,
     responses: HashMap<Value, Value>,
+    /// When each response in `responses` was read off the server's stdout.
+    arrived: HashMap<Value, Instant>,
+    /// When the response last taken from `responses` was read.
+    last_read: Option<Instant>,
     answered: HashSet<Value>,
     notifications: VecDeque<Value>,
     /// Every request the server sent us, in order.
@@ -125,6 +131,8 @@ impl Lsp {
             rx,
             next_id: 1,
             responses: HashMap::new(),
+            arrived: HashMap::new(),
+            last_read: None,
             answered: HashSet::new(),
             notifications: VecDeque::new(),
             server_requests: Vec::new(),
@@ -219,6 +227,29 @@ impl Lsp {
         id
     }
 
+    /// Sends a request and returns its response message with the time from
+    /// the request's write to the response read off stdout (what
+    /// an editor reading on its own loop sees; the harness's hand-off to this
+    /// thread is not counted), and the time until this thread had it.
+    #[allow(dead_code)] // The benches time round trips with it.
+    pub fn request_timed(&mut self, method: &str, params: Value) -> (Value, Duration, Duration) {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let body = serde_json::to_vec(&message).unwrap();
+        let mut framed = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        framed.extend_from_slice(&body);
+        // From the write on: waking the server is part of the round trip.
+        let sent = Instant::now();
+        self.send_raw(&framed);
+        let response = self.response(&id);
+        let handed = sent.elapsed();
+        let read = self
+            .last_read
+            .map_or(handed, |at| at.saturating_duration_since(sent));
+        (response, read, handed)
+    }
+
     /// Waits for the whole response message to request `id`.
     pub fn response(&mut self, id: &Value) -> Value {
         self.response_within(id, TIMEOUT)
@@ -229,6 +260,7 @@ impl Lsp {
         let deadline = Instant::now() + wait;
         loop {
             if let Some(response) = self.responses.remove(id) {
+                self.last_read = self.arrived.remove(id);
                 return response;
             }
             self.pump(deadline, &format!("the response to request {id}"));
@@ -237,16 +269,17 @@ impl Lsp {
 
     /// The response to `id` if it has arrived (without waiting).
     pub fn try_response(&mut self, id: &Value) -> Option<Value> {
-        while let Ok(Incoming::Message(message)) = self.rx.try_recv() {
-            self.dispatch(message);
+        while let Ok(Incoming::Message(message, at)) = self.rx.try_recv() {
+            self.dispatch(message, at);
         }
+        self.arrived.remove(id);
         self.responses.remove(id)
     }
 
     /// Handles whatever arrives within `wait` (answering server requests).
     pub fn pump_for(&mut self, wait: Duration) {
-        if let Ok(Incoming::Message(message)) = self.rx.recv_timeout(wait) {
-            self.dispatch(message);
+        if let Ok(Incoming::Message(message, at)) = self.rx.recv_timeout(wait) {
+            self.dispatch(message, at);
         }
     }
 
@@ -288,8 +321,8 @@ impl Lsp {
 
     /// Notifications received so far and not consumed, without waiting.
     pub fn pending_notifications(&mut self, method: &str) -> Vec<Value> {
-        while let Ok(Incoming::Message(message)) = self.rx.try_recv() {
-            self.dispatch(message);
+        while let Ok(Incoming::Message(message, at)) = self.rx.try_recv() {
+            self.dispatch(message, at);
         }
         self.notifications
             .iter()
@@ -430,7 +463,7 @@ impl Lsp {
     fn pump(&mut self, deadline: Instant, waiting_for: &str) {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.rx.recv_timeout(left) {
-            Ok(Incoming::Message(message)) => self.dispatch(message),
+            Ok(Incoming::Message(message, at)) => self.dispatch(message, at),
             Ok(Incoming::Closed) | Err(RecvTimeoutError::Disconnected) => {
                 self.closed = true;
                 panic!(
@@ -447,7 +480,7 @@ impl Lsp {
         }
     }
 
-    fn dispatch(&mut self, message: Value) {
+    fn dispatch(&mut self, message: Value, at: Instant) {
         let has_id = message.get("id").is_some();
         if let Some(method) = message.get("method").and_then(Value::as_str) {
             if has_id && self.unanswered.contains(&method) {
@@ -470,6 +503,7 @@ impl Lsp {
                 "request {id} was answered twice: {message}"
             );
         }
+        self.arrived.insert(id.clone(), at);
         self.responses.insert(id, message);
     }
 
@@ -616,7 +650,9 @@ fn read_messages(stdout: impl Read, tx: mpsc::Sender<Incoming>, raw: Arc<Mutex<V
             }
         }
         let message: Value = serde_json::from_slice(&body).expect("fettle sent invalid JSON");
-        if tx.send(Incoming::Message(message)).is_err() {
+        // Stamped here, where an editor's event loop has the answer: the
+        // hand-off to the test's thread below is the harness's own cost.
+        if tx.send(Incoming::Message(message, Instant::now())).is_err() {
             return;
         }
     }

@@ -173,3 +173,45 @@ fn what_changed_after_the_build_ahead_reaches_the_prompt() {
     assert_eq!(prompts(&mock).len(), 2);
     assert!(lsp.shutdown_and_exit().success());
 }
+
+/// A file indented with tabs: the answer's indentation is rewritten in the
+/// file's style, found ahead with the prompt (around the cursor, from the
+/// text the prompt was built from) exactly as a request would find it.
+#[test]
+fn an_answer_to_a_prompt_built_ahead_is_indented_like_the_file() {
+    const TABBED: &str = "fn area(w: f64, h: f64) -> f64 {\n\tif w > 0.0 {\n\t\tlet a = w;\n\t\ta\n\t} else {\n\t\t0.0\n\t}\n}\n\nfn scale(v: f64) -> f64 {\n\t\n}\n";
+    // Four spaces a level, as models often write.
+    let answer_text = "let s = match v {\n        x if x > 1.0 => x,\n        _ => 1.0,\n    };";
+    let ws = Workspace::new(&[("src/lib.rs", TABBED)]);
+    let run = |analysis_ms: u64| {
+        let mock = BackgroundMock::start(Script::new(vec![ScriptedResponse {
+            repeat: true,
+            ..ScriptedResponse::text(answer_text)
+        }]));
+        let mut options = options(&mock, analysis_ms);
+        options["completion"]["multiline"] = json!("always");
+        let (mut lsp, _) =
+            Lsp::initialized(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
+        lsp.notification("$/progress", |p| p["value"]["kind"] == "end");
+        let lib = ws.uri("src/lib.rs");
+        lsp.open(&lib, "rust", TABBED);
+        insert(&mut lsp, &lib, 2, (10, 1), "v");
+        if analysis_ms < 1_000 {
+            analysed(&mut lsp, &lib, 2);
+        } else {
+            lsp.document_symbols(&lib);
+        }
+        let answer = complete(&mut lsp, &lib, 10, 2);
+        let stats = lsp.request("fettle/stats", json!({})).unwrap();
+        assert!(lsp.shutdown_and_exit().success());
+        (answer, stats["preparedPrompts"].clone())
+    };
+    let (ahead, prepared) = run(10);
+    assert_eq!(prepared, 1);
+    let (fresh, prepared) = run(600_000);
+    assert_eq!(prepared, 0);
+    let text = ahead["items"][0]["insertText"].as_str().unwrap_or_default();
+    assert!(text.contains("\n\t\tx if x > 1.0 => x,\n"), "{ahead}");
+    assert!(!text.contains("    "), "{ahead}");
+    assert_eq!(ahead, fresh);
+}
