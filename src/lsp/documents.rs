@@ -144,20 +144,12 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken, tr
             Trigger::Opened => (Duration::ZERO, None),
             Trigger::Edited(at) => (Duration::from_millis(config.diagnostics.debounce_ms), at),
         };
-        // An opened text is parsed even when an edit came right after the
-        // open (often in the same read, before this task first ran): the
-        // edit's own analysis then reparses incrementally instead of parsing
-        // the whole file from scratch after its debounce, when the user's
-        // first completion may already be asking for the prompt built ahead.
-        let opened = matches!(trigger, Trigger::Opened);
-        if !opened {
-            tokio::select! {
-                () = tokio::time::sleep(debounce) => {}
-                () = cancel.cancelled() => return,
-            }
-            if cancel.is_cancelled() {
-                return;
-            }
+        tokio::select! {
+            () = tokio::time::sleep(debounce) => {}
+            () = cancel.cancelled() => return,
+        }
+        if cancel.is_cancelled() {
+            return;
         }
         let began = Instant::now();
         // A tree parsed for a text changed meanwhile is still kept (caught
@@ -169,9 +161,6 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken, tr
         let Some(snapshot) = parsed else {
             return;
         };
-        if opened {
-            tracing::debug!(%uri, revision = snapshot.revision, "the opened text is parsed");
-        }
         if cancel.is_cancelled() {
             return;
         }

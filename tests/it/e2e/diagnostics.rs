@@ -123,41 +123,6 @@ fn a_tree_reparsed_many_times_is_parsed_afresh_and_takes_later_edits() {
 /// An opened file is analysed at once; only edits wait for the debounce
 /// (a burst of typing). With a debounce of a minute, the errors of the
 /// opened text come right away, and an edit's do not.
-/// An edit right after the open, in the same read (an editor that opens a
-/// file and types at once): the opened text is still parsed at once, so
-/// the edit's analysis, after its debounce, reparses incrementally.
-#[test]
-fn an_opened_file_is_parsed_at_once_even_when_an_edit_follows_in_the_same_read() {
-    let ws = Workspace::new(&[]);
-    let mut lsp = Lsp::spawn();
-    let options = json!({ "diagnostics": { "debounce_ms": 60_000 } });
-    lsp.initialize(&ws.root(), Lsp::capabilities(&["utf-16"]), Some(options));
-    let uri = ws.uri("src/main.rs");
-    let frame = |message: serde_json::Value| {
-        let body = message.to_string();
-        format!("Content-Length: {}\r\n\r\n{body}", body.len())
-    };
-    let open = frame(
-        json!({ "jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
-        "textDocument": { "uri": uri, "languageId": "rust", "version": 1, "text": "fn main() {}\n" } } }),
-    );
-    let edit = frame(
-        json!({ "jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
-        "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [
-            { "range": { "start": { "line": 0, "character": 11 }, "end": { "line": 0, "character": 11 } }, "text": " " } ] } }),
-    );
-    lsp.send_raw(format!("{open}{edit}").as_bytes());
-    assert!(
-        lsp.stderr_says("the opened text is parsed"),
-        "{}",
-        lsp.stderr()
-    );
-    // Superseded by the edit: the opened text's diagnostics are not published.
-    let published = lsp.pending_notifications("textDocument/publishDiagnostics");
-    assert!(published.is_empty(), "{published:?}");
-    assert!(lsp.shutdown_and_exit().success());
-}
-
 #[test]
 fn an_opened_file_is_analysed_at_once_and_edits_after_the_debounce() {
     let ws = Workspace::new(&[]);
