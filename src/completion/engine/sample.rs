@@ -31,8 +31,19 @@ pub(super) fn with_deadline(model: Model, config: &CompletionConfig) -> Model {
 
 /// The indentation of the lines around `cursor` of `text`.
 pub(super) fn indent_around(text: &str, cursor: usize) -> IndentStyle {
+    let (line_start, line_end) = line_bounds(text, cursor);
+    indent_of_lines_around(text, line_start, line_end)
+}
+
+/// Where the cursor's line starts and ends (before its newline).
+fn line_bounds(text: &str, cursor: usize) -> (usize, usize) {
     let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[cursor..].find('\n').map_or(text.len(), |i| cursor + i);
+    (line_start, line_end)
+}
+
+/// The indentation of the lines around the line `line_start..line_end`.
+fn indent_of_lines_around(text: &str, line_start: usize, line_end: usize) -> IndentStyle {
     // From the lines around the cursor: scanning a whole big file on
     // every completion cost more than the rest of postprocessing.
     IndentStyle::detect(
@@ -53,8 +64,7 @@ pub(super) fn finish(
     max_lines: usize,
     indent: Option<IndentStyle>,
 ) -> PostResult {
-    let line_start = text[..cursor].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[cursor..].find('\n').map_or(text.len(), |i| cursor + i);
+    let (line_start, line_end) = line_bounds(text, cursor);
     let following = text.get(line_end + 1..).unwrap_or("");
     let input = postprocess::Input {
         raw,
@@ -62,7 +72,7 @@ pub(super) fn finish(
         line_suffix: text[cursor..line_end].trim_end_matches('\r'),
         following: &following[..window_end(following, 50)],
         preceding: &text[window_start(&text[..line_start], 50)..line_start],
-        indent: indent.unwrap_or_else(|| indent_around(text, cursor)),
+        indent: indent.unwrap_or_else(|| indent_of_lines_around(text, line_start, line_end)),
         multiline,
         max_lines,
     };

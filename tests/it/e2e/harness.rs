@@ -29,11 +29,8 @@ pub struct Lsp {
     stdin: Option<ChildStdin>,
     rx: Receiver<Incoming>,
     next_id: i64,
-    responses: HashMap<Value, Value>,
-    /// When each response in `responses` was read off the server's stdout.
-    arrived: HashMap<Value, Instant>,
-    /// When the response last taken from `responses` was read.
-    last_read: Option<Instant>,
+    /// Responses not yet taken, with when each was read off stdout.
+    responses: HashMap<Value, (Value, Instant)>,
     answered: HashSet<Value>,
     notifications: VecDeque<Value>,
     /// Every request the server sent us, in order.
@@ -131,8 +128,6 @@ impl Lsp {
             rx,
             next_id: 1,
             responses: HashMap::new(),
-            arrived: HashMap::new(),
-            last_read: None,
             answered: HashSet::new(),
             notifications: VecDeque::new(),
             server_requests: Vec::new(),
@@ -203,10 +198,7 @@ impl Lsp {
     }
 
     pub fn send(&mut self, message: &Value) {
-        let body = serde_json::to_vec(message).unwrap();
-        let mut framed = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-        framed.extend_from_slice(&body);
-        self.send_raw(&framed);
+        self.send_raw(&frame(message));
     }
 
     pub fn send_raw(&mut self, bytes: &[u8]) {
@@ -235,19 +227,14 @@ impl Lsp {
     pub fn request_timed(&mut self, method: &str, params: Value) -> (Value, Duration, Duration) {
         let id = json!(self.next_id);
         self.next_id += 1;
-        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let body = serde_json::to_vec(&message).unwrap();
-        let mut framed = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-        framed.extend_from_slice(&body);
+        let framed =
+            frame(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
         // From the write on: waking the server is part of the round trip.
         let sent = Instant::now();
         self.send_raw(&framed);
-        let response = self.response(&id);
+        let (response, read_at) = self.response_read_within(&id, TIMEOUT);
         let handed = sent.elapsed();
-        let read = self
-            .last_read
-            .map_or(handed, |at| at.saturating_duration_since(sent));
-        (response, read, handed)
+        (response, read_at.saturating_duration_since(sent), handed)
     }
 
     /// Waits for the whole response message to request `id`.
@@ -257,10 +244,14 @@ impl Lsp {
 
     /// Waits up to `wait` for the whole response message to request `id`.
     pub fn response_within(&mut self, id: &Value, wait: Duration) -> Value {
+        self.response_read_within(id, wait).0
+    }
+
+    /// [`Lsp::response_within`], with when the reader thread had it.
+    fn response_read_within(&mut self, id: &Value, wait: Duration) -> (Value, Instant) {
         let deadline = Instant::now() + wait;
         loop {
             if let Some(response) = self.responses.remove(id) {
-                self.last_read = self.arrived.remove(id);
                 return response;
             }
             self.pump(deadline, &format!("the response to request {id}"));
@@ -272,8 +263,7 @@ impl Lsp {
         while let Ok(Incoming::Message(message, at)) = self.rx.try_recv() {
             self.dispatch(message, at);
         }
-        self.arrived.remove(id);
-        self.responses.remove(id)
+        self.responses.remove(id).map(|(response, _)| response)
     }
 
     /// Handles whatever arrives within `wait` (answering server requests).
@@ -503,8 +493,7 @@ impl Lsp {
                 "request {id} was answered twice: {message}"
             );
         }
-        self.arrived.insert(id.clone(), at);
-        self.responses.insert(id, message);
+        self.responses.insert(id, (message, at));
     }
 
     /// The user types `text` at the start of `line` of the open buffer `uri`.
@@ -656,6 +645,14 @@ fn read_messages(stdout: impl Read, tx: mpsc::Sender<Incoming>, raw: Arc<Mutex<V
             return;
         }
     }
+}
+
+/// `message` with its `Content-Length` header.
+fn frame(message: &Value) -> Vec<u8> {
+    let body = serde_json::to_vec(message).unwrap();
+    let mut framed = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    framed.extend_from_slice(&body);
+    framed
 }
 
 /// Applies one LSP edit whose positions count UTF-8 bytes.
