@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """documentSymbol on a huge document, measured as a client sees it (issue 11).
 
-Usage: /usr/bin/time -v python3 benches/huge_symbols.py FETTLE_BINARY MEGABYTES
+Usage: /usr/bin/time -v python3 benches/huge_symbols.py FETTLE_BINARY MEGABYTES [--rss] [--source FILE]
 
 Opens a Python file of `x = 1` lines (MEGABYTES MB) over real stdio framing,
-asks for its outline, then for a small document's outline (is the stream
+asks for its outline (with `--source FILE`: FILE's text repeated to
+MEGABYTES MB, its language from its extension, e.g. real code), then for a small document's outline (is the stream
 still in sync?), and prints the time and the response size. `/usr/bin/time
 -v` reports the peak RSS: of the server only when run as
 `... --rss`, which wraps the server itself in `/usr/bin/time -v`.
@@ -35,6 +36,11 @@ def main():
     root = tempfile.mkdtemp()
     uri = "file://" + os.path.join(root, "huge.py")
     text = "x = 1\n" * int(mb * 1_000_000 / 6)
+    if "--source" in sys.argv:
+        source = sys.argv[sys.argv.index("--source") + 1]
+        unit = open(source, encoding="utf-8", errors="replace").read()
+        text = (unit * (int(mb * 1_000_000) // max(len(unit), 1) + 1))[: int(mb * 1_000_000)]
+        uri = "file://" + os.path.join(root, "huge" + os.path.splitext(source)[1])
     cmd = [binary]
     if rss:
         cmd = ["/usr/bin/time", "-v", "-o", os.path.join(root, "rss.txt")] + cmd
@@ -48,7 +54,7 @@ def main():
         pass
     send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
     send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": uri, "languageId": "python", "version": 1, "text": text}}})
+        "uri": uri, "languageId": "", "version": 1, "text": text}}})
     start = time.monotonic()
     send({"jsonrpc": "2.0", "id": 2, "method": "textDocument/documentSymbol",
           "params": {"textDocument": {"uri": uri}}})

@@ -10,6 +10,7 @@ pub mod completion;
 pub mod config;
 pub mod document;
 pub mod edit;
+pub mod fsread;
 pub mod index;
 pub mod latency;
 pub mod logging;

@@ -20,6 +20,8 @@ use crate::agent::fsutil::{sync_dir, write_atomic};
 
 mod created;
 mod judge;
+mod sign;
+mod trash;
 mod tree_state;
 pub use created::DirsReport;
 pub use tree_state::TreeState;
@@ -54,6 +56,8 @@ pub fn cache_dir() -> PathBuf {
 pub struct CheckpointStore {
     dir: PathBuf,
     root: PathBuf,
+    /// The per-user key manifests are signed with.
+    key_path: PathBuf,
 }
 
 /// A summary of a task, for listings (most recent first).
@@ -92,6 +96,12 @@ pub struct RestoreReport {
     pub removed_dirs: Vec<PathBuf>,
     /// Directories the task created and left, and why (not empty).
     pub kept_dirs: Vec<(PathBuf, String)>,
+    /// Files and directories that existed before the task (a command moved
+    /// them where the task "created" something), left in place, and why.
+    pub left: Vec<(PathBuf, String)>,
+    /// What undo took out of the workspace without deleting it: the path,
+    /// and where its bytes are now (the checkpoint's trash).
+    pub trashed: Vec<(PathBuf, PathBuf)>,
 }
 
 /// One task's checkpoint.
@@ -99,6 +109,8 @@ pub struct RestoreReport {
 pub struct Checkpoint {
     dir: PathBuf,
     manifest: Manifest,
+    /// The signing key (see `sign.rs`).
+    key: Vec<u8>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -115,6 +127,10 @@ struct Manifest {
     /// checkpoints written before Fettle recorded them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     dirs: Vec<PathBuf>,
+    /// HMAC-SHA256 of the manifest without this field, under the user's
+    /// key: a manifest anyone else changed is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hmac: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -133,6 +149,16 @@ struct Entry {
     /// open then: a later change in the editor is a change too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     result_buffer: Option<String>,
+    /// `[dev, ino]` of the file that was there before the task: undo
+    /// overwrites that file (a command changed it in place), but never a
+    /// different file that existed before the task (moved there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inode: Option<[u64; 2]>,
+    /// For a file a command moved here from a path recorded in this
+    /// checkpoint too (its original kept): undo may take it away, because
+    /// that path gets its bytes back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    moved_from: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,16 +172,29 @@ impl CheckpointStore {
     /// The store of the workspace at `root`, under [`cache_dir`].
     pub fn for_workspace(root: &Path) -> io::Result<Self> {
         let root = fs::canonicalize(root)?;
-        let dir = cache_dir().join("tasks").join(root_hash(&root));
-        Ok(Self { dir, root })
+        let cache = cache_dir();
+        let dir = cache.join("tasks").join(root_hash(&root));
+        let key_path = sign::key_path_for(&dir, &cache);
+        Ok(Self {
+            dir,
+            root,
+            key_path,
+        })
     }
 
-    /// A store in `dir` (tests, or a caller with its own layout).
+    /// A store in `dir` (tests, or a caller with its own layout); its
+    /// signing key lives in `dir`.
     pub fn with_dir(dir: impl Into<PathBuf>, root: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
         Self {
-            dir: dir.into(),
+            key_path: dir.join(sign::KEY_FILE),
+            dir,
             root: root.into(),
         }
+    }
+
+    fn key(&self) -> io::Result<Vec<u8>> {
+        sign::load_or_create_key(&self.key_path)
     }
 
     pub fn dir(&self) -> &Path {
@@ -179,10 +218,13 @@ impl CheckpointStore {
         if let Some(latest) = self.latest()? {
             started = started.max(latest.manifest.started_at_ns + 1);
         }
+        wait_past(started);
+        let key = self.key()?;
         fs::create_dir_all(dir.join(BLOBS))?;
         sync_dir(&self.dir);
         let checkpoint = Checkpoint {
             dir,
+            key,
             manifest: Manifest {
                 version: MANIFEST_VERSION,
                 task_id: task_id.to_owned(),
@@ -193,6 +235,7 @@ impl CheckpointStore {
                 status: None,
                 files: Vec::new(),
                 dirs: Vec::new(),
+                hmac: None,
             },
         };
         checkpoint.save()?;
@@ -209,13 +252,35 @@ impl CheckpointStore {
                 format!("no checkpoint for task {task_id:?}: {err}"),
             )
         })?;
-        let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|err| {
+        let mut manifest: Manifest = serde_json::from_slice(&bytes).map_err(|err| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("the checkpoint of task {task_id:?} is corrupt: {err}"),
             )
         })?;
-        Ok(Checkpoint { dir, manifest })
+        let key = self.key()?;
+        let signed = manifest.hmac.take();
+        let expected = manifest.signature(&key)?;
+        if !signed.is_some_and(|s| sign::same(&s, &expected)) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the checkpoint of task {task_id:?} ({}) is not signed by this user's Fettle: it was changed by something else (or written by an older Fettle), so undo will not follow it; delete that directory, and restore the workspace from version control if needed",
+                    dir.display()
+                ),
+            ));
+        }
+        if manifest.task_id != task_id {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the checkpoint in {} names task {:?}, not {task_id:?}; it was moved, so undo will not follow it",
+                    dir.display(),
+                    manifest.task_id
+                ),
+            ));
+        }
+        Ok(Checkpoint { dir, manifest, key })
     }
 
     /// The most recently begun task, if any.
@@ -290,6 +355,12 @@ impl Checkpoint {
         &self.manifest.root
     }
 
+    /// When the task began (ns since the epoch): a file whose inode is
+    /// older was not created by it.
+    pub fn started_at_ns(&self) -> u64 {
+        self.manifest.started_at_ns
+    }
+
     pub fn status(&self) -> Option<&str> {
         self.manifest.status.as_deref()
     }
@@ -335,6 +406,7 @@ impl Checkpoint {
             return Ok(());
         }
         let index = self.manifest.files.len();
+        let inode = original.and_then(|_| inode_of(path));
         let (blob, mode, existing_ancestor) = match original {
             Some((bytes, mode)) => {
                 let name = index.to_string();
@@ -359,6 +431,8 @@ impl Checkpoint {
             existing_ancestor,
             result: None,
             result_buffer: None,
+            inode,
+            moved_from: None,
         });
         if let Err(err) = self.save() {
             self.manifest.files.pop();
@@ -443,9 +517,14 @@ impl Checkpoint {
         // before an earlier one is considered.
         for entry in self.manifest.files.iter().rev() {
             let path = entry.path.clone();
-            match self.restore_entry(&disk, entry, force, buffer(&path).as_deref()) {
+            if let Some(why) = self.off_limits(&path) {
+                report.left.push((path, why));
+                continue;
+            }
+            match self.restore_entry(&disk, entry, force, buffer(&path).as_deref(), &mut report) {
                 Ok(Outcome::Restored) => report.restored.push(path),
                 Ok(Outcome::Removed) => report.removed.push(path),
+                Ok(Outcome::Left(why)) => report.left.push((path, why)),
                 Ok(Outcome::Skipped(why)) => report.skipped.push((path, why)),
                 Err(err) => report
                     .skipped
@@ -455,6 +534,7 @@ impl Checkpoint {
         report.restored.reverse();
         report.removed.reverse();
         report.skipped.reverse();
+        report.left.reverse();
         let dirs = self.remove_created_dirs();
         report.removed_dirs = dirs.removed;
         report.kept_dirs = dirs.kept;
@@ -489,6 +569,7 @@ impl Checkpoint {
         entry: &Entry,
         force: bool,
         buffer: Option<&str>,
+        report: &mut RestoreReport,
     ) -> io::Result<Outcome> {
         let path = &entry.path;
         let current = disk.read(path)?;
@@ -513,11 +594,25 @@ impl Checkpoint {
                 };
                 let same_mode = entry.mode.is_none() || mode == entry.mode;
                 if current.as_deref() != Some(bytes.as_slice()) || !same_mode {
+                    // A different file that existed before the task sits
+                    // here (a command moved it over this one): its bytes
+                    // go to the trash, not away.
+                    if let Some(trashed) = self.trash_if_foreign(disk, entry)? {
+                        report.trashed.push((path.clone(), trashed));
+                    }
                     disk.write_atomic(path, &bytes, entry.mode)?;
                 }
                 Ok(Outcome::Restored)
             }
             None => {
+                match self.before_removing(disk, entry)? {
+                    trash::Removal::Delete => {}
+                    trash::Removal::Leave(why) => return Ok(Outcome::Left(why)),
+                    trash::Removal::Trash => {
+                        let trashed = self.move_to_trash(disk, path)?;
+                        report.trashed.push((path.clone(), trashed));
+                    }
+                }
                 // Checkpoints that record the created directories remove
                 // them after every file (and report the ones kept).
                 let stop = match self.manifest.dirs.is_empty() {
@@ -554,15 +649,37 @@ impl Checkpoint {
     }
 
     fn save(&self) -> io::Result<()> {
-        let json = serde_json::to_vec_pretty(&self.manifest).map_err(io::Error::other)?;
+        let mut manifest = self.manifest.clone();
+        manifest.hmac = None;
+        manifest.hmac = Some(manifest.signature(&self.key)?);
+        let json = serde_json::to_vec_pretty(&manifest).map_err(io::Error::other)?;
         write_atomic(&self.dir.join(MANIFEST), &json, Some(BLOB_MODE))
+    }
+}
+
+impl Manifest {
+    /// The HMAC of this manifest (its `hmac` field must be `None`), over
+    /// its compact JSON: the same bytes however the file was formatted.
+    fn signature(&self, key: &[u8]) -> io::Result<String> {
+        let canonical = serde_json::to_vec(self).map_err(io::Error::other)?;
+        Ok(sign::hex(&sign::hmac_sha256(key, &canonical)))
     }
 }
 
 enum Outcome {
     Restored,
     Removed,
+    /// Not the task's to remove (it existed before the task): left.
+    Left(String),
     Skipped(String),
+}
+
+/// `[dev, ino]` of the entry at `path`, not following a symlink.
+fn inode_of(path: &Path) -> Option<[u64; 2]> {
+    use std::os::unix::fs::MetadataExt;
+    fs::symlink_metadata(path)
+        .ok()
+        .map(|m| [m.dev(), m.ino()])
 }
 
 fn not_recorded(path: &Path) -> io::Error {
@@ -680,6 +797,28 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// Waits (a clock tick at most) until the filesystem's clock, the coarse
+/// one, is past `ns`: every file made after this gets a later timestamp,
+/// and every file made before it an earlier one, so birth times tell the
+/// task's files from older ones exactly (see `Stat::existed_before`).
+fn wait_past(ns: u64) {
+    for _ in 0..200 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes only to `ts`.
+        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
+            return;
+        }
+        let coarse = (ts.tv_sec as i128) * 1_000_000_000 + ts.tv_nsec as i128;
+        if coarse > i128::from(ns) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 fn now_ns() -> u64 {

@@ -129,6 +129,179 @@ impl HeadTail {
     }
 }
 
+/// The most one `fettle/taskEvent` (or one line of `fettle fix --json`, the
+/// task result) may take, serialized: a command that writes a gigabyte must
+/// not turn into a gigabyte of JSON for the editor or the terminal.
+pub const MAX_EVENT_BYTES: usize = 1024 * 1024;
+/// The most one string of an event or of the result keeps (head and tail).
+pub const MAX_FIELD_BYTES: usize = 256 * 1024;
+/// The most all the events of one task take together; past it, events
+/// keep their kind and a short text, and their data says what was left out.
+pub const MAX_TASK_EVENT_BYTES: usize = 16 * 1024 * 1024;
+/// What a string past the budget keeps of its text, once data is dropped.
+const SHORT_TEXT_BYTES: usize = 1024;
+/// Items an array keeps once strings alone do not bring a value under its
+/// budget (half from the start, half from the end).
+const MAX_ITEMS: usize = 200;
+
+/// `text` within `max_bytes`: unchanged when it fits, else its head and
+/// tail around one marker line that counts what was left out (lines are
+/// not limited).
+pub fn bound_text(text: &str, max_bytes: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max_bytes {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    // The marker takes a few dozen bytes of the budget.
+    let budget = max_bytes.saturating_sub(64).max(2);
+    std::borrow::Cow::Owned(head_tail(text, budget, usize::MAX))
+}
+
+/// The serialized size of `value` (counted, not built).
+pub fn json_size(value: &(impl serde::Serialize + ?Sized)) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+/// Brings `value` within `max_bytes` serialized: every string is cut to
+/// its head and tail (at most [`MAX_FIELD_BYTES`], less while the whole is
+/// still too big), then long arrays keep their ends. Returns whether
+/// anything was cut. A value that still does not fit (thousands of keys) is
+/// replaced by a note saying so.
+pub fn bound_json(value: &mut serde_json::Value, max_bytes: usize) -> bool {
+    let mut size = json_size(value);
+    if size <= max_bytes && !has_long_string(value, MAX_FIELD_BYTES) {
+        return false;
+    }
+    let mut field = MAX_FIELD_BYTES.min(max_bytes);
+    loop {
+        cut_strings(value, field);
+        size = json_size(value);
+        if size <= max_bytes || field <= SHORT_TEXT_BYTES {
+            break;
+        }
+        field /= 2;
+    }
+    if size > max_bytes {
+        cut_arrays(value, MAX_ITEMS);
+        size = json_size(value);
+    }
+    if size > max_bytes {
+        *value = serde_json::json!({ "omitted": format!("{size} bytes of JSON (over the {max_bytes}-byte limit)") });
+    }
+    true
+}
+
+fn has_long_string(value: &serde_json::Value, max: usize) -> bool {
+    use serde_json::Value;
+    match value {
+        // JSON escapes can make a string up to six times longer (`\u0000`).
+        Value::String(s) => s.len() > max / 6,
+        Value::Array(items) => items.iter().any(|v| has_long_string(v, max)),
+        Value::Object(map) => map.values().any(|v| has_long_string(v, max)),
+        _ => false,
+    }
+}
+
+/// Cuts every string of `value` to `max` serialized bytes at most.
+fn cut_strings(value: &mut serde_json::Value, max: usize) {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            // Escapes count: a NUL takes six bytes in JSON.
+            let escaped = json_size(s.as_str());
+            if escaped > max {
+                let ratio = escaped.div_ceil(s.len().max(1));
+                *s = bound_text(s, max / ratio.max(1)).into_owned();
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| cut_strings(v, max)),
+        Value::Object(map) => map.values_mut().for_each(|v| cut_strings(v, max)),
+        _ => {}
+    }
+}
+
+/// Keeps the first and last `max / 2` items of every array longer than
+/// `max`, with a string in between that counts the rest.
+fn cut_arrays(value: &mut serde_json::Value, max: usize) {
+    use serde_json::Value;
+    match value {
+        Value::Array(items) => {
+            if items.len() > max {
+                let omitted = items.len() - max;
+                let tail = items.split_off(items.len() - max / 2);
+                items.truncate(max / 2);
+                items.push(Value::String(format!("… {omitted} items omitted …")));
+                items.extend(tail);
+            }
+            items.iter_mut().for_each(|v| cut_arrays(v, max));
+        }
+        Value::Object(map) => map.values_mut().for_each(|v| cut_arrays(v, max)),
+        _ => {}
+    }
+}
+
+/// Keeps the events of one task within [`MAX_TASK_EVENT_BYTES`] in all and
+/// [`MAX_EVENT_BYTES`] each.
+#[derive(Debug, Default)]
+pub struct EventBudget {
+    spent: usize,
+    said_over: bool,
+}
+
+impl EventBudget {
+    /// Shapes one event's `text` and `data` to fit; `final_event` (the
+    /// task's last status) always gets through at full size.
+    pub fn shape(&mut self, text: &mut String, data: &mut serde_json::Value, final_event: bool) {
+        if let std::borrow::Cow::Owned(cut) = bound_text(text, MAX_FIELD_BYTES) {
+            *text = cut;
+        }
+        let mut wrapped =
+            serde_json::json!({ "text": std::mem::take(text), "data": std::mem::take(data) });
+        bound_json(&mut wrapped, MAX_EVENT_BYTES - 256);
+        let mut size = json_size(&wrapped);
+        if !final_event && self.spent.saturating_add(size) > MAX_TASK_EVENT_BYTES {
+            // Past the task's total: the kind and a short text still tell
+            // the story; the bulk is left out, and said to be.
+            let short = wrapped["text"]
+                .as_str()
+                .map(|t| bound_text(t, SHORT_TEXT_BYTES).into_owned())
+                .unwrap_or_default();
+            wrapped = serde_json::json!({
+                "text": short,
+                "data": { "omitted": format!("this task's events passed {MAX_TASK_EVENT_BYTES} bytes; the rest carry their text only") },
+            });
+            size = json_size(&wrapped);
+            self.said_over = true;
+        }
+        self.spent = self.spent.saturating_add(size);
+        if let serde_json::Value::Object(mut map) = wrapped {
+            if let Some(serde_json::Value::String(t)) = map.remove("text") {
+                *text = t;
+            }
+            if let Some(d) = map.remove("data") {
+                *data = d;
+            }
+        }
+    }
+
+    /// Whether events were shortened for the task's total budget.
+    pub fn over(&self) -> bool {
+        self.said_over
+    }
+}
+
 fn bytecount(bytes: &[u8], needle: u8) -> usize {
     bytes.iter().filter(|&&b| b == needle).count()
 }
@@ -254,6 +427,43 @@ mod tests {
         assert!(whole.starts_with("line 1\n"));
         assert!(whole.ends_with("line 5000\n"));
         assert!(whole.contains("[… 4936 lines ("), "{whole}");
+    }
+
+    #[test]
+    fn json_is_bounded_strings_keep_head_and_tail() {
+        let big = format!("start\n{}end\n", "\0".repeat(3 << 20));
+        let mut value = serde_json::json!({ "diff": big, "n": 1 });
+        assert!(bound_json(&mut value, MAX_EVENT_BYTES));
+        assert!(json_size(&value) <= MAX_EVENT_BYTES);
+        let kept = value["diff"].as_str().unwrap_or_default();
+        assert!(
+            kept.starts_with("start\n") && kept.ends_with("end\n"),
+            "{kept:.80}"
+        );
+        assert!(kept.contains("bytes) elided …]"));
+        let mut many = serde_json::json!({ "files": vec!["x".repeat(100); 50_000] });
+        bound_json(&mut many, MAX_EVENT_BYTES);
+        assert!(json_size(&many) <= MAX_EVENT_BYTES);
+        let mut small = serde_json::json!({ "a": "b" });
+        assert!(!bound_json(&mut small, MAX_EVENT_BYTES));
+    }
+
+    #[test]
+    fn a_tasks_events_stay_within_their_total() {
+        let mut budget = EventBudget::default();
+        let mut spent = 0;
+        for _ in 0..100 {
+            let mut text = "x".repeat(2 << 20);
+            let mut data = serde_json::json!({ "diff": "y".repeat(2 << 20) });
+            budget.shape(&mut text, &mut data, false);
+            spent += text.len() + json_size(&data);
+        }
+        assert!(spent <= MAX_TASK_EVENT_BYTES + 100 * 2048, "{spent}");
+        assert!(budget.over());
+        let mut text = "Finished: success".to_owned();
+        let mut data = serde_json::json!({ "status": "success" });
+        budget.shape(&mut text, &mut data, true);
+        assert_eq!(data["status"], "success");
     }
 
     #[test]

@@ -2,10 +2,17 @@
 //!
 //! Literal by default (models write `foo(` meaning the text), smart case,
 //! `.gitignore`/`.ignore` respected, hidden, binary and secret files
-//! ([`redact::is_secret_path`]) skipped. Output is deterministic: files in
+//! ([`redact::is_secret_path`]) skipped. Files with more than one hard link
+//! are skipped too (their other name may be `~/.env` or a key outside the
+//! workspace), as `read_file` refuses them, unless `agent.allow_hardlinks`
+//! ([`SearchOptions`]); each file is opened without following a symlink
+//! and without blocking, and checked on the opened descriptor (a FIFO or a
+//! link swapped in after the walk is not read). Output is deterministic: files in
 //! path order, lines in order, the first `max_results` matching lines shown
 //! and the rest counted — up to [`COUNT_LIMIT`], past which the count is a
 //! lower bound and the search stops taking new files.
+use std::fs::File;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -91,6 +98,17 @@ pub enum SearchError {
     NotFound { path: String },
     #[error("{path} may hold secrets (.env, keys, credentials); it is never searched")]
     SecretPath { path: String },
+    #[error(
+        "{path} has {links} hard links (another name may be outside the workspace); it is not searched unless `agent.allow_hardlinks = true`"
+    )]
+    HardLink { path: String, links: u64 },
+}
+
+/// What the caller allows beyond the defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SearchOptions {
+    /// `agent.allow_hardlinks`: search files with several hard links.
+    pub allow_hardlinks: bool,
 }
 
 /// Searches the files under `root` (or `args.path`) on disk.
@@ -107,13 +125,24 @@ pub fn search_with_overrides(
     args: &SearchArgs,
     open_buffers: &(dyn Fn(&Path) -> Option<String> + Sync),
 ) -> Result<SearchResult, SearchError> {
-    crate::runtime::blocking(|| search_here(root, args, open_buffers))
+    search_with_options(root, args, open_buffers, SearchOptions::default())
+}
+
+/// [`search_with_overrides`] with `options` (the agent's settings).
+pub fn search_with_options(
+    root: &Path,
+    args: &SearchArgs,
+    open_buffers: &(dyn Fn(&Path) -> Option<String> + Sync),
+    options: SearchOptions,
+) -> Result<SearchResult, SearchError> {
+    crate::runtime::blocking(|| search_here(root, args, open_buffers, options))
 }
 
 fn search_here(
     root: &Path,
     args: &SearchArgs,
     open_buffers: &(dyn Fn(&Path) -> Option<String> + Sync),
+    options: SearchOptions,
 ) -> Result<SearchResult, SearchError> {
     if args.pattern.is_empty() {
         return Err(SearchError::EmptyPattern);
@@ -134,8 +163,16 @@ fn search_here(
     if start.is_file() && redact::is_secret_path(&start) {
         return Err(SearchError::SecretPath { path: scope });
     }
-    let files = candidate_files(&start);
-    let hits = search_files(&files, &matcher, args.max_results, open_buffers);
+    if let Ok(meta) = start.metadata() {
+        if meta.is_file() && meta.nlink() > 1 && !options.allow_hardlinks {
+            return Err(SearchError::HardLink {
+                path: scope,
+                links: meta.nlink(),
+            });
+        }
+    }
+    let files = candidate_files(&start, options);
+    let hits = search_files(&files, &matcher, args.max_results, open_buffers, options);
 
     let mut result = SearchResult {
         matches: Vec::new(),
@@ -242,16 +279,24 @@ fn build_matcher(args: &SearchArgs) -> Result<RegexMatcher, SearchError> {
         .map_err(|err| invalid(err.to_string()))
 }
 
-/// The files ripgrep would search under `start`, sorted.
-fn candidate_files(start: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = WalkBuilder::new(start)
-        .standard_filters(true)
+/// The files ripgrep would search under `start`, sorted; without secret
+/// files, nor hard-linked ones unless allowed.
+fn candidate_files(start: &Path, options: SearchOptions) -> Vec<PathBuf> {
+    let mut walk = WalkBuilder::new(start);
+    walk.standard_filters(true)
         // A folder that is not a git repository still means its .gitignore.
         .require_git(false)
-        .follow_links(false)
+        .follow_links(false);
+    // Ignore files that are FIFOs or devices would block or flood the walk.
+    if let Err(err) = crate::fsread::ignore_files::guard_walk(&mut walk, start) {
+        tracing::warn!("search: not walking {}: {err}", start.display());
+        return Vec::new();
+    }
+    let mut files: Vec<PathBuf> = walk
         .build()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+        .filter(|e| options.allow_hardlinks || e.metadata().is_ok_and(|m| m.nlink() <= 1))
         .map(ignore::DirEntry::into_path)
         .filter(|p| !redact::is_secret_path(p))
         .collect();
@@ -282,6 +327,7 @@ fn search_files(
     matcher: &RegexMatcher,
     keep: usize,
     open_buffers: &(dyn Fn(&Path) -> Option<String> + Sync),
+    options: SearchOptions,
 ) -> Hits {
     let results: Vec<Mutex<Option<FileHits>>> = files.iter().map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);
@@ -294,7 +340,7 @@ fn search_files(
         while counted.load(Ordering::Relaxed) < COUNT_LIMIT {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(path) = files.get(i) else { break };
-            let hit = search_file(&mut searcher, matcher, path, keep, open_buffers);
+            let hit = search_file(&mut searcher, matcher, path, keep, open_buffers, options);
             if let Some(hit) = &hit {
                 counted.fetch_add(hit.count, Ordering::Relaxed);
             }
@@ -331,6 +377,7 @@ fn search_file(
     path: &Path,
     keep: usize,
     open_buffers: &(dyn Fn(&Path) -> Option<String> + Sync),
+    options: SearchOptions,
 ) -> Option<FileHits> {
     let mut sink = Collect {
         matcher,
@@ -341,15 +388,44 @@ fn search_file(
         },
         keep,
     };
+    // Checked on the descriptor about to be read: what the walk saw may
+    // have been swapped since.
+    let file = match open_checked(path, options) {
+        Ok(file) => file,
+        Err(err) => {
+            tracing::debug!(path = %path.display(), "search: skipped: {err}");
+            return None;
+        }
+    };
     let done = match open_buffers(path) {
         Some(text) => searcher.search_slice(matcher, text.as_bytes(), &mut sink),
-        None => searcher.search_path(matcher, path, &mut sink),
+        None => searcher.search_file(matcher, &file, &mut sink),
     };
     if let Err(err) = done {
         tracing::debug!(path = %path.display(), "search: skipped: {err}");
         return None;
     }
     Some(sink.hits)
+}
+
+/// Opens a file to search: not through a symlink, without blocking (a FIFO
+/// swapped in), and only a regular file with one link (unless allowed).
+fn open_checked(path: &Path, options: SearchOptions) -> std::io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.nlink() > 1 && !options.allow_hardlinks {
+        return Err(std::io::Error::other(format!(
+            "{} hard links (agent.allow_hardlinks is off)",
+            meta.nlink()
+        )));
+    }
+    Ok(file)
 }
 
 struct Collect<'m> {

@@ -189,7 +189,10 @@ pub fn run(args: FixArgs) -> i32 {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let written = if args.json {
-        writeln!(out, "{}", result.to_json(|p| p.display().to_string()))
+        // One line of bounded size, whatever the task's commands wrote.
+        let mut json = result.to_json(|p| p.display().to_string());
+        crate::agent::output::bound_json(&mut json, crate::agent::output::MAX_EVENT_BYTES);
+        writeln!(out, "{json}")
     } else {
         write!(out, "{}", result.diff)
     };

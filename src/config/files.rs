@@ -1,7 +1,6 @@
 //! Finding and reading `config.toml` / `fettle.toml`, and turning TOML into
 //! the JSON shape every other source already has.
 use std::ffi::OsString;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -37,13 +36,20 @@ pub fn workspace_config_path(root: &Path) -> PathBuf {
 
 /// Reads a TOML configuration file as JSON. `Ok(None)` when it does not exist.
 pub fn read_toml_file(path: &Path) -> Result<Option<Value>, ConfigError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => parse_toml(&text, path).map(Some),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(ConfigError {
-            path: path.display().to_string(),
-            message: format!("cannot read: {e}"),
-        }),
+    // Regular files only, capped: a cloned repository's `fettle.toml` may be
+    // a FIFO or a symlink to `/dev/zero`.
+    match crate::fsread::read_optional_to_string(path, crate::fsread::CONFIG_MAX_BYTES) {
+        Ok(Some(text)) => parse_toml(&text, path).map(Some),
+        Ok(None) => Ok(None),
+        Err(e) => Err(read_error(&e)),
+    }
+}
+
+/// A refused or failed read as a configuration error naming the file.
+pub(crate) fn read_error(e: &crate::fsread::ReadError) -> ConfigError {
+    ConfigError {
+        path: e.path().display().to_string(),
+        message: e.reason(),
     }
 }
 

@@ -323,15 +323,12 @@ impl ConfigLayers {
 
 /// Reads a TOML file and hashes its bytes (the hash trust is recorded under).
 fn read_toml_file_hashed(path: &Path) -> Result<Option<(serde_json::Value, String)>, ConfigError> {
-    let bytes = match std::fs::read(path) {
+    // Regular files only, capped: a cloned repository's `fettle.toml` may be
+    // a FIFO (an open that never returns) or a symlink to `/dev/zero`.
+    let bytes = match crate::fsread::read_regular(path, crate::fsread::CONFIG_MAX_BYTES) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(ConfigError {
-                path: path.display().to_string(),
-                message: format!("cannot read: {e}"),
-            })
-        }
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(files::read_error(&e)),
     };
     let sha256 = trust::sha256_hex(&bytes);
     let text = String::from_utf8(bytes).map_err(|_| ConfigError {

@@ -55,6 +55,10 @@ pub struct TrustedWorkspace {
     pub sha256: String,
 }
 
+/// The store holds one short entry per trusted workspace: 16 MiB is
+/// ~100,000 of them.
+const TRUST_STORE_MAX_BYTES: u64 = 16 << 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
     #[error("no trust store: neither XDG_CONFIG_HOME nor HOME is set")]
@@ -67,10 +71,16 @@ impl TrustStore {
     /// Reads the store; a missing file is an empty store. A damaged one is
     /// reported and treated as empty (nothing trusted: the safe side).
     pub fn load(path: &Path) -> Result<Self, TrustError> {
-        let text = match std::fs::read_to_string(path) {
+        // Regular files only, capped (a FIFO here would hang every start).
+        let text = match crate::fsread::read_regular_to_string(path, TRUST_STORE_MAX_BYTES) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(e) => return Err(io_error(path, &e)),
+            Err(e) if e.is_not_found() => return Ok(Self::default()),
+            Err(e) => {
+                return Err(TrustError::Io {
+                    path: path.to_path_buf(),
+                    message: e.reason(),
+                })
+            }
         };
         toml::from_str(&text).map_err(|e| TrustError::Io {
             path: path.to_path_buf(),

@@ -46,6 +46,7 @@ pub fn prepare(
 ) -> Result<Prepared, Refusal> {
     let rope = &doc.rope;
     let range = plan.range.clone();
+    check_size(range.len(), sources)?;
     let old = rope.byte_slice(range.clone()).to_string();
     let redactor = sources.redactor;
     let redact = |text: &str| redactor.redact(text).into_owned();
@@ -114,6 +115,30 @@ pub fn prepare(
         redacted,
         output_tokens,
     })
+}
+
+/// Refuses a selection that cannot fit the prompt's budget whatever the
+/// tokenizer, from its size alone: before it is copied, redacted and
+/// tokenized (which for megabytes costs seconds and a gigabyte).
+fn check_size(bytes: usize, sources: &Sources<'_>) -> Result<(), Refusal> {
+    let floor = crate::model::tokens::at_least(bytes);
+    let budget = sources
+        .context_tokens
+        .map_or(sources.max_prompt_tokens, |c| {
+            c.min(sources.max_prompt_tokens)
+        });
+    if floor <= budget {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        Reason::TooLarge,
+        format!(
+            "the selection is too large for the model `{}`: its {bytes} bytes are at least \
+             {floor} tokens and the prompt's budget is {budget} (select less, or raise \
+             edit.max_prompt_tokens or the model's context_tokens)",
+            sources.model_name
+        ),
+    ))
 }
 
 /// `line N, severity [source code]: message`.

@@ -58,6 +58,25 @@ pub(super) fn extract_parsed(
         defs: Vec::new(),
         refs: Vec::new(),
     };
+    if syntax::too_big_to_parse(text.len()) {
+        // Never parsed (memory): the definitions a line-based outline finds.
+        let lines = LineIndex::new(text);
+        data.defs = syntax::line_outline_str(text, MAX_FILE_DEFINITIONS)
+            .into_iter()
+            .map(|d| RawDef {
+                range: (lines.point(d.range.start), lines.point(d.range.end)),
+                selection: (
+                    lines.point(d.name_range.start),
+                    lines.point(d.name_range.end),
+                ),
+                name: d.name,
+                kind: d.kind,
+                container: None,
+                detail: d.detail,
+            })
+            .collect();
+        return data;
+    }
     let Some(tree) = tree else {
         return data;
     };

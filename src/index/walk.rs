@@ -2,7 +2,6 @@
 //! single paths afterwards (saves, watcher events, open buffers), and the
 //! size/binary/encoding checks on a file's contents.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +13,7 @@ use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::{IndexProgress, IndexSettings};
+use crate::fsread;
 
 /// Bytes inspected for a NUL to call a file binary (as git does).
 const BINARY_SNIFF: usize = 8 << 10;
@@ -66,7 +66,14 @@ pub(super) fn collect_files(
 ) -> Vec<PathBuf> {
     let found = Mutex::new(Vec::new());
     for root in roots {
-        builder(root, settings).build_parallel().run(|| {
+        let mut walk = builder(root, settings);
+        // The `ignore` crate opens each directory's ignore files as it
+        // descends: a FIFO there would block the walk forever.
+        if let Err(err) = fsread::ignore_files::guard_walk(&mut walk, root) {
+            tracing::warn!("not indexing {}: {err}", root.display());
+            continue;
+        }
+        walk.build_parallel().run(|| {
             let found = &found;
             Box::new(move |entry| {
                 if cancel.is_cancelled() {
@@ -89,17 +96,23 @@ pub(super) fn collect_files(
 
 /// The roots' path rules, for checking single paths after the walk.
 pub(super) struct RootFilter {
-    /// Longest root first, so nested roots use their own rules.
-    roots: Vec<(PathBuf, Mutex<IncrementalIgnore>)>,
+    /// Longest root first, so nested roots use their own rules. No matcher:
+    /// the root's own ignore files are not safe to read (nothing accepted).
+    roots: Vec<(PathBuf, Option<Mutex<IncrementalIgnore>>)>,
 }
 
 impl RootFilter {
     pub(super) fn new(roots: &[PathBuf], settings: &IndexSettings) -> Self {
-        let mut roots: Vec<(PathBuf, Mutex<IncrementalIgnore>)> = roots
+        let mut roots: Vec<(PathBuf, Option<Mutex<IncrementalIgnore>>)> = roots
             .iter()
             .filter_map(|root| {
-                let matcher = builder(root, settings).build_matchers().pop()?;
-                Some((root.clone(), Mutex::new(matcher)))
+                let mut walk = builder(root, settings);
+                if fsread::ignore_files::guard_parents(&mut walk, root).is_err() {
+                    // `collect_files` logs it, once per walk.
+                    return Some((root.clone(), None));
+                }
+                let matcher = walk.build_matchers().pop()?;
+                Some((root.clone(), Some(Mutex::new(matcher))))
             })
             .collect();
         roots.sort_by_key(|(r, _)| std::cmp::Reverse(r.components().count()));
@@ -120,8 +133,20 @@ impl RootFilter {
         }
         for (root, matcher) in &self.roots {
             if let Ok(rel) = path.strip_prefix(root) {
+                let Some(matcher) = matcher else {
+                    return false;
+                };
                 if rel.as_os_str().is_empty() {
                     return is_dir;
+                }
+                // The matcher reads the ignore files of every directory on
+                // the way: none may be a FIFO, a device or huge.
+                let mut dir = path.parent();
+                while let Some(d) = dir.filter(|d| d.starts_with(root)) {
+                    if fsread::ignore_files::hostile_ignore_file(d).is_some() {
+                        return false;
+                    }
+                    dir = d.parent();
                 }
                 return !matcher.lock().matched(rel, is_dir).is_ignore();
             }
@@ -132,11 +157,9 @@ impl RootFilter {
 
 /// Reads a candidate file, applying the size, binary and UTF-8 rules.
 pub(super) fn read_source(path: &Path, max_bytes: u64) -> Result<String, Skip> {
-    let mut file = File::open(path).map_err(|_| Skip::Unreadable)?;
-    let meta = file.metadata().map_err(|_| Skip::Unreadable)?;
-    if !meta.is_file() {
-        return Err(Skip::Unreadable);
-    }
+    // Regular files only, opened without blocking: a FIFO named `a.py`
+    // must not stall the index (a plain open waits for a writer).
+    let (mut file, meta) = crate::fsread::open_regular(path).map_err(|_| Skip::Unreadable)?;
     if meta.len() > max_bytes {
         return Err(Skip::TooLarge);
     }

@@ -37,6 +37,7 @@ pub fn did_open(state: &Arc<State>, params: DidOpenTextDocumentParams) {
     let uri = item.uri.clone();
     let document = Document::new_unparsed(item.uri, item.language_id, item.version, &item.text);
     tracing::debug!(%uri, language = ?document.language, version = document.version, "opened");
+    log_parse_limit(&document, 0);
     let mut open = OpenDocument::new(document);
     state.completion.touched(&open.completion, None);
     let analysis = open.restart_analysis();
@@ -56,6 +57,7 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
             tracing::warn!(%uri, version, "didChange for a document that is not open; ignored");
             return;
         };
+        let len_before = open.document.len_bytes();
         // Text and tree edits only (microseconds); the reparse runs later, once per burst.
         if let Err(err) =
             open.document
@@ -64,6 +66,7 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
             tracing::warn!(%uri, %err, "didChange ignored");
             return;
         }
+        log_parse_limit(&open.document, len_before);
         // Where the last change landed (in the new text), for completion's
         // "recently edited" context.
         if let Some(change) = params.content_changes.last() {
@@ -84,6 +87,30 @@ pub fn did_change(state: &Arc<State>, params: DidChangeTextDocumentParams) {
         super::inline_completion::warm::schedule(state, uri.clone(), cursor);
     }
     schedule_analysis(state, uri, analysis, Trigger::Edited(warm_at));
+}
+
+/// Says once, when a document with a grammar goes over the parse limit
+/// (opened so, or grown by edits: `len_before` is its size before), what
+/// it loses; and when it comes back under.
+fn log_parse_limit(document: &Document, len_before: usize) {
+    if document.language.is_none() {
+        return;
+    }
+    let (was, is) = (
+        syntax::too_big_to_parse(len_before),
+        syntax::too_big_to_parse(document.len_bytes()),
+    );
+    if is && !was {
+        tracing::warn!(
+            uri = %document.uri,
+            "{} bytes, over the parse limit of {} bytes (FETTLE_MAX_PARSE_BYTES): not parsed — \
+             no syntax diagnostics, a line-based outline, completion without syntax context",
+            document.len_bytes(),
+            syntax::max_parse_bytes()
+        );
+    } else if was && !is {
+        tracing::info!(uri = %document.uri, "back under the parse limit: parsed again");
+    }
 }
 
 pub fn did_save(state: &Arc<State>, params: DidSaveTextDocumentParams) {

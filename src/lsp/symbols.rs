@@ -1,4 +1,5 @@
-//! `textDocument/documentSymbol` (from the buffer's tree) and
+//! `textDocument/documentSymbol` (from the buffer's tree, or line by line
+//! for a document too big to parse) and
 //! `workspace/symbol` (from the workspace index).
 
 use std::sync::Arc;
@@ -26,7 +27,7 @@ pub async fn document_symbol(
     let uri = params.text_document.uri;
     let snapshot = match state.parsed_snapshot(&uri).await {
         Some(snapshot) => snapshot,
-        None => read_from_disk(&uri).await?,
+        None => read_from_disk(&uri, state.index().settings().max_file_bytes).await?,
     };
     let encoding = state.encoding();
     let hierarchical = state
@@ -74,28 +75,44 @@ pub async fn workspace_symbol(
 }
 
 /// A closed file can still be asked for its symbols: read it from disk.
-async fn read_from_disk(uri: &Url) -> Result<Snapshot> {
+///
+/// Regular files only, at most `max_bytes` (the index's `max_file_bytes`:
+/// what the workspace index would read too). A URI may name `/dev/zero`, a
+/// FIFO or `/dev/stdin`: those are refused at once, never read.
+async fn read_from_disk(uri: &Url, max_bytes: u64) -> Result<Snapshot> {
     let path = uri.to_file_path().map_err(|()| {
         Error::invalid_params(format!(
             "unknown document {uri}: it is not open and is not a file URI"
         ))
     })?;
-    let text = tokio::fs::read_to_string(&path).await.map_err(|err| {
-        Error::invalid_params(format!(
-            "unknown document {uri}: it is not open and could not be read: {err}"
-        ))
-    })?;
-    let language = Language::from_path(&path);
-    let tree = language.and_then(|lang| syntax::parse_str(lang, &text, None));
-    Ok(Snapshot {
-        uri: uri.clone(),
-        version: 0,
-        language,
-        rope: Rope::from_str(&text),
-        tree,
-        revision: 0,
-        needs_reparse: false,
+    let uri = uri.clone();
+    // Reading and parsing up to `max_bytes` is blocking work.
+    tokio::task::spawn_blocking(move || {
+        let text = crate::fsread::read_regular_to_string(&path, max_bytes).map_err(|err| {
+            let hint = match err {
+                crate::fsread::ReadError::TooLarge { .. } => {
+                    " (open it in the editor, or raise index.max_file_bytes)"
+                }
+                _ => "",
+            };
+            Error::invalid_params(format!(
+                "unknown document {uri}: it is not open and could not be read: {err}{hint}"
+            ))
+        })?;
+        let language = Language::from_path(&path);
+        let tree = language.and_then(|lang| syntax::parse_str(lang, &text, None));
+        Ok(Snapshot {
+            uri,
+            version: 0,
+            language,
+            rope: Rope::from_str(&text),
+            tree,
+            revision: 0,
+            needs_reparse: false,
+        })
     })
+    .await
+    .map_err(|err| internal(format!("documentSymbol failed: {err}")))?
 }
 
 /// Most symbols in one `documentSymbol` response (nested ones included).
@@ -114,7 +131,14 @@ const MAX_NAME_CHARS: usize = 200;
 /// The document's outline, bounded in count, time and size (see the
 /// constants above). Anything cut is logged with the reason.
 fn symbol_nodes(snapshot: &Snapshot) -> Vec<SymbolNode> {
-    let (Some(language), Some(tree)) = (snapshot.language, &snapshot.tree) else {
+    let Some(language) = snapshot.language else {
+        return Vec::new();
+    };
+    let len = snapshot.rope.len_bytes();
+    if syntax::too_big_to_parse(len) {
+        return line_outline(snapshot);
+    }
+    let Some(tree) = &snapshot.tree else {
         return Vec::new();
     };
     let text = snapshot.rope.to_string();
@@ -162,6 +186,29 @@ fn symbol_nodes(snapshot: &Snapshot) -> Vec<SymbolNode> {
             started.elapsed().as_millis(),
         );
     }
+    nodes
+}
+
+/// The outline of a document too big to parse: definitions found line by
+/// line (flat, at most [`MAX_DOCUMENT_SYMBOLS`]).
+fn line_outline(snapshot: &Snapshot) -> Vec<SymbolNode> {
+    let started = Instant::now();
+    let nodes: Vec<SymbolNode> = syntax::line_outline(&snapshot.rope, MAX_DOCUMENT_SYMBOLS)
+        .into_iter()
+        .map(|definition| SymbolNode {
+            definition,
+            children: Vec::new(),
+        })
+        .collect();
+    tracing::debug!(
+        "documentSymbol for {} ({} bytes, over the parse limit of {} bytes): line-based \
+         outline, {} symbols, {} ms",
+        snapshot.uri,
+        snapshot.rope.len_bytes(),
+        syntax::max_parse_bytes(),
+        nodes.len(),
+        started.elapsed().as_millis()
+    );
     nodes
 }
 

@@ -4,9 +4,19 @@ use std::path::Path;
 
 use super::redact::env;
 
-/// Whether the agent must never read `path` (by its file name; see the
-/// `secrets::redact` module docs for the list and the reasoning).
+/// Whether the agent must never read `path`: by its file name (see the
+/// `secrets::redact` module docs for the list and the reasoning), and for a
+/// symlink also by its target's (`notes.txt → .env` is the `.env`).
 pub fn is_secret_path(path: &Path) -> bool {
+    if is_secret_name(path) {
+        return true;
+    }
+    // Only a symlink costs more than the name check: one `lstat`.
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+        && std::fs::canonicalize(path).is_ok_and(|target| is_secret_name(&target))
+}
+
+fn is_secret_name(path: &Path) -> bool {
     let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
         return false;
     };

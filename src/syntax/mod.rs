@@ -6,12 +6,14 @@ use std::ops::Range;
 
 mod errors;
 mod languages;
+mod outline;
 mod parse;
 mod symbols;
 mod tags;
 
 pub use errors::syntax_errors;
-pub use parse::{parse_rope, parse_str};
+pub use outline::{line_outline, line_outline_str};
+pub use parse::{max_parse_bytes, parse_rope, parse_str, too_big_to_parse, MAX_PARSE_BYTES};
 pub use symbols::symbol_tree;
 pub use tags::{check_queries, tags, tags_within, TagBudget, TagsCut};
 

@@ -272,8 +272,10 @@ fn workspace_env_values_are_redacted_wherever_they_appear() {
         "services/api/.env.production",
         "API_SIGNING=prod-signing-991\n",
     );
-    // Not harvested: templates, dependencies, too deep.
+    // Not harvested: templates.
     write(root, ".env.example", "EXAMPLE_VALUE=example-value-123\n");
+    // Harvested at any depth, in any directory (issue 39: a repository
+    // could hide one five levels down or in a committed `node_modules`).
     write(
         root,
         "node_modules/pkg/.env",
@@ -282,7 +284,7 @@ fn workspace_env_values_are_redacted_wherever_they_appear() {
     write(root, "a/b/c/d/e/.env", "DEEP_VALUE=deep-value-123\n");
 
     let redactor = Redactor::from_workspace(root);
-    assert_eq!(redactor.value_count(), 8, "{redactor:?}");
+    assert_eq!(redactor.value_count(), 10, "{redactor:?}");
     let text = "connecting to postgres://app:Pa55word-local@localhost:5432/app\n\
                 webhook secret whsec_local_7f3a9c, signing 'quoted value 123'\n\
                 login with swordfish on db7.corp.internal (prod-signing-991)\n\

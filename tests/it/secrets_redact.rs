@@ -352,3 +352,162 @@ fn store_values_are_redacted_by_workspace_redactors() {
     assert!(!out.contains("xk-store-0123456789abcdef"), "{out}");
     assert!(!out.contains("eGstc3RvcmUtMDEyMzQ1Njc4OWFiY2RlZg"), "{out}");
 }
+
+// ---- Issue 39: transforms, pieces, split reads ----
+
+fn rev(s: &str) -> String {
+    s.chars().rev().collect()
+}
+
+fn rot13(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            'a'..='z' => (((c as u8 - b'a') + 13) % 26 + b'a') as char,
+            'A'..='Z' => (((c as u8 - b'A') + 13) % 26 + b'A') as char,
+            _ => c,
+        })
+        .collect()
+}
+
+/// Runs a shell pipeline on `input`; `None` when a tool is missing.
+fn pipeline(script: &str, input: &[u8]) -> Option<String> {
+    let tools_there = Command::new("sh")
+        .arg("-c")
+        .arg("command -v gzip base32 xxd rev fold >/dev/null")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !tools_there {
+        return None;
+    }
+    tool("sh", &["-c", script], input)
+}
+
+/// No 10-character run of the value (plain, reversed or rot13) in the
+/// output, with its whitespace taken out.
+fn assert_no_run(out: &str, what: &str) {
+    let flat: String = out.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    for shown in [VALUE.to_string(), rev(VALUE), rot13(VALUE)] {
+        for piece in wrap(&shown, 10).iter().filter(|p| p.len() == 10) {
+            assert!(
+                !flat.contains(piece.as_str()),
+                "{what}: {piece:?} leaked:\n{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn transformed_values_are_redacted() {
+    let env = env_file();
+    let redactor = redactor();
+    let attacks = [
+        "rev",
+        "tr 'A-Za-z' 'N-ZA-Mn-za-m'",
+        "rev | tr 'A-Za-z' 'N-ZA-Mn-za-m'",
+        "gzip -c | base64",
+        "gzip -c | base64 -w0",
+        "gzip -c | xxd -p",
+        "base32",
+        "base32 -w0",
+        "xxd -p | rev",
+        "xxd -p | tr -d '\\n' | rev",
+        "fold -w1",
+        "grep -o .",
+        "fold -w 32",
+        "fold -w 7",
+        "sed 's/./& /g'",
+    ];
+    let mut ran = 0;
+    for attack in attacks {
+        let Some(out) = pipeline(attack, env.as_bytes()) else {
+            continue;
+        };
+        ran += 1;
+        let red = redactor.redact(&out);
+        assert_values_gone(&red, attack);
+        assert_no_run(&red, attack);
+        // The whole encoded block goes, not only the value's part of it.
+        let flat_out: String = out.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+        let flat_red: String = red.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+        if attack.contains("base") || attack.contains("xxd") {
+            for piece in wrap(&flat_out, 24).iter().filter(|p| p.len() == 24) {
+                assert!(
+                    !flat_red.contains(piece.as_str()),
+                    "{attack}: {piece:?} left:\n{red}"
+                );
+            }
+        }
+    }
+    assert!(ran > 0 || std::env::var_os("CI").is_none(), "no tool ran");
+}
+
+#[test]
+fn pieces_and_prefixes_of_values_are_redacted() {
+    let redactor = redactor();
+    // `cut -c1-12` of `KEY=<value>`: the value's first characters after `=`.
+    let cut = "KEY=sk-test-\nDB_PASSWORD=\"pa55/w\nDEBUG=true\n";
+    let out = redactor.redact(cut);
+    assert_eq!(
+        out,
+        "KEY=[REDACTED]\nDB_PASSWORD=\"[REDACTED]\nDEBUG=true\n"
+    );
+    // `cut -c 20-40`, `head -c`: any 8 characters of a random-looking value.
+    for piece in [&VALUE[12..30], &VALUE[20..], &VALUE[..20]] {
+        let text = format!("line: {piece}\n");
+        let out = redactor.redact(&text);
+        assert!(!out.contains(&piece[..8]), "{piece}: {out}");
+        assert!(out.contains("[REDACTED]"), "{out}");
+    }
+    // But not words that a value shares with code.
+    let words = Redactor::with_values(vec![
+        "deep-value-123".into(),
+        "correct-horse-battery".into(),
+    ]);
+    let code = "let example = \"example-value-123\"; // correct-horse-battery-staple? no\n";
+    assert_eq!(
+        words.redact(code),
+        code.replace("correct-horse-battery", "[REDACTED]")
+    );
+}
+
+#[test]
+fn a_value_split_across_tool_outputs_is_redacted_where_it_continues() {
+    let redactor = redactor();
+    let env = env_file();
+    let at = env.find(VALUE).unwrap() + VALUE.len() - 5;
+    // `head -c` then `tail -c +`: the second piece (5 characters) is short
+    // of any 8-character piece; the window over the outputs catches it.
+    let first = format!("<out>\nexit code 0\n{}\n</out>", &env[..at]);
+    let second = format!("<out>\nexit code 0\n{}\n</out>", &env[at..]);
+    let a = redactor.redact_in_sequence(&first).into_owned();
+    let b = redactor.redact_in_sequence(&second).into_owned();
+    assert!(!a.contains(&VALUE[..8]), "{a}");
+    assert!(!b.contains(&VALUE[VALUE.len() - 5..]), "{b}");
+    // Without the window (one text at a time) the tail would pass.
+    let alone = redactor.redact(&second);
+    assert!(alone.contains(&VALUE[VALUE.len() - 5..]), "{alone}");
+}
+
+#[test]
+fn real_python_source_is_left_alone() {
+    // The Python standard library, where installed: ~1 MB of real code.
+    let lib = Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['stdlib'])",
+        ])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let Some(lib) = lib.filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let redactor = redactor();
+    for name in ["inspect.py", "typing.py", "argparse.py", "base64.py"] {
+        let Ok(text) = std::fs::read_to_string(std::path::Path::new(&lib).join(name)) else {
+            continue;
+        };
+        let out = redactor.redact_in_sequence(&text);
+        assert_eq!(out, text.as_str(), "{name} changed");
+    }
+}

@@ -300,11 +300,13 @@ fn checker_for(
             found("pyflakes", format!("pyflakes {FILES}"), CheckFormat::Pyflakes)
         }
         // py_compile writes bytecode next to the sources unless told
-        // otherwise; the prefix keeps the workspace as it was.
+        // otherwise; the prefix keeps the workspace as it was. `-I`: the
+        // workspace is not on `sys.path`, so a `py_compile.py` there is
+        // not what runs (nor are PYTHON* variables read).
         "python" if on_path("python3") => found(
             "py_compile",
             format!(
-                "PYTHONPYCACHEPREFIX=\"${{TMPDIR:-/tmp}}/fettle-pycache\" python3 -m py_compile {FILES}"
+                "python3 -I -X pycache_prefix=\"${{TMPDIR:-/tmp}}/fettle-pycache\" -m py_compile {FILES}"
             ),
             CheckFormat::PyCompile,
         ),

@@ -11,6 +11,10 @@ use super::parse::{RawDiagnostic, RawLocation, RawPoint, Unit};
 use super::{CheckDiagnostic, Related, Span};
 use crate::position::TextPoint;
 
+/// Largest file a checker's diagnostic is located in: regular files only,
+/// read whole to turn line/column into positions.
+const MAX_LOCATED_FILE_BYTES: u64 = 16 << 20;
+
 pub struct Located {
     pub diagnostics: Vec<CheckDiagnostic>,
     /// Diagnostics with no place inside the root.
@@ -43,10 +47,9 @@ impl Files<'_> {
             }
             real
         };
-        let text = self
-            .texts
-            .entry(inside.clone())
-            .or_insert_with(|| std::fs::read_to_string(&inside).ok());
+        let text = self.texts.entry(inside.clone()).or_insert_with(|| {
+            crate::fsread::read_regular_to_string(&inside, MAX_LOCATED_FILE_BYTES).ok()
+        });
         text.is_some().then_some(inside)
     }
 

@@ -205,7 +205,13 @@ async fn run_one(
 /// The project's files `checker` covers, as the index would walk them
 /// (`.gitignore` honoured, hidden folders skipped), at most [`MAX_FILES`].
 fn project_files(root: &Path, checker: &Checker) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = ignore::WalkBuilder::new(root)
+    let mut walk = ignore::WalkBuilder::new(root);
+    // Ignore files that are FIFOs or devices would block or flood the walk.
+    if let Err(err) = crate::fsread::ignore_files::guard_walk(&mut walk, root) {
+        tracing::warn!("checker: not walking {}: {err}", root.display());
+        return Vec::new();
+    }
+    let mut files: Vec<PathBuf> = walk
         .build()
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_some_and(|t| t.is_file()))

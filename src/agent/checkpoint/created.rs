@@ -62,6 +62,10 @@ impl Checkpoint {
             if !dir.starts_with(&self.manifest.root) || dir == self.manifest.root {
                 continue;
             }
+            if let Some(why) = self.off_limits(&dir) {
+                report.kept.push((dir, why));
+                continue;
+            }
             match fs::symlink_metadata(&dir) {
                 Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
                 Err(err) => {
@@ -74,6 +78,12 @@ impl Checkpoint {
                     report
                         .kept
                         .push((dir, "it is no longer a directory".to_owned()));
+                    continue;
+                }
+                Ok(meta) if self.predates(&meta) => {
+                    // A command moved a directory that existed before the
+                    // task here after the task made this one (or instead).
+                    report.kept.push((dir, super::trash::EXISTED.to_owned()));
                     continue;
                 }
                 Ok(_) => {}
@@ -123,9 +133,34 @@ impl Checkpoint {
             existing_ancestor: None,
             result: None,
             result_buffer: None,
+            inode: None,
+            moved_from: None,
         });
         if let Err(err) = self.save() {
             self.manifest.files.pop();
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// Adds what the scan knew of a file recorded with
+    /// [`record_prior`](Self::record_prior): the inode that was there
+    /// (`[dev, ino]`), and the recorded path a command moved it from.
+    pub fn note_prior(
+        &mut self,
+        path: &Path,
+        inode: Option<[u64; 2]>,
+        moved_from: Option<PathBuf>,
+    ) -> io::Result<()> {
+        let Some(i) = self.manifest.files.iter().position(|e| e.path == path) else {
+            return Err(super::not_recorded(path));
+        };
+        let entry = &mut self.manifest.files[i];
+        let previous = entry.clone();
+        entry.inode = inode.or(entry.inode);
+        entry.moved_from = moved_from.or(entry.moved_from.take());
+        if let Err(err) = self.save() {
+            self.manifest.files[i] = previous;
             return Err(err);
         }
         Ok(())

@@ -14,6 +14,10 @@ pub struct TreeState {
     files: BTreeMap<PathBuf, Option<Snapshot>>,
     /// For absent files: the nearest existing ancestor at capture time.
     ancestors: BTreeMap<PathBuf, PathBuf>,
+    /// When it was captured (ns since the epoch): a file found later at a
+    /// path captured as absent whose inode is older was moved there, not
+    /// made since, and is left.
+    captured_ns: i128,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +29,13 @@ struct Snapshot {
 impl TreeState {
     /// Reads `paths` now (a missing file is captured as absent).
     pub fn capture<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> io::Result<Self> {
-        let mut state = TreeState::default();
+        let mut state = TreeState {
+            captured_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+                .unwrap_or(0),
+            ..TreeState::default()
+        };
         for path in paths {
             let path = path.as_ref();
             let snapshot = match read_optional(path)? {
@@ -72,6 +82,12 @@ impl TreeState {
                     }
                 }
                 None if current.is_some() => {
+                    let older = std::fs::symlink_metadata(path).is_ok_and(|m| {
+                        crate::agent::workspace_scan::Stat::of(&m).existed_before(self.captured_ns)
+                    });
+                    if older {
+                        continue;
+                    }
                     remove_file_and_dirs(path, self.ancestors.get(path).map(PathBuf::as_path))?;
                     changed.push(path.clone());
                 }

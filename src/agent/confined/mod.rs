@@ -82,6 +82,31 @@ pub enum Refusal {
     Outside {
         path: String,
     },
+    /// A file to write more directories deep than [`MAX_DEPTH`].
+    TooDeep {
+        path: String,
+        depth: usize,
+    },
+}
+
+/// The most directories below the workspace root a written file may sit
+/// in: a path 2,000 directories deep cost 88 s of CPU to create and
+/// checkpoint, and no project nests anywhere near this.
+pub const MAX_DEPTH: usize = 64;
+
+/// Refuses a file to be written at `rel` (relative to the root) if it lies
+/// more than [`MAX_DEPTH`] directories deep.
+pub fn check_depth(rel: &Path) -> io::Result<()> {
+    let depth = rel.components().count().saturating_sub(1);
+    if depth > MAX_DEPTH {
+        let shown: String = rel.to_string_lossy().chars().take(120).collect();
+        return Err(Refusal::TooDeep {
+            path: format!("{shown}…"),
+            depth,
+        }
+        .into_io());
+    }
+    Ok(())
 }
 
 impl fmt::Display for Refusal {
@@ -111,6 +136,11 @@ impl fmt::Display for Refusal {
                 f,
                 "\"{path}\" is outside the workspace; paths are relative to the workspace root"
             ),
+            Refusal::TooDeep { path, depth } => write!(
+                f,
+                "\"{path}\" is {depth} directories deep; Fettle creates files at most {MAX_DEPTH} \
+                 directories below the workspace root: choose a shallower path"
+            ),
         }
     }
 }
@@ -120,7 +150,9 @@ impl std::error::Error for Refusal {}
 impl Refusal {
     fn into_io(self) -> io::Error {
         let kind = match self {
-            Refusal::Outside { .. } | Refusal::IsDirectory { .. } => io::ErrorKind::InvalidInput,
+            Refusal::Outside { .. } | Refusal::IsDirectory { .. } | Refusal::TooDeep { .. } => {
+                io::ErrorKind::InvalidInput
+            }
             _ => io::ErrorKind::PermissionDenied,
         };
         io::Error::new(kind, self)
@@ -248,6 +280,7 @@ impl Confined {
 
     fn write_atomic_here(&self, path: &Path, bytes: &[u8], mode: Option<u32>) -> io::Result<()> {
         let parts = self.parts(path)?;
+        check_depth(&join_path(&parts))?;
         let (name, dirs) = split_last(&parts, path)?;
         let parent = self.open_dir(dirs, true)?;
         let cname = sys::cstring(name)?;
@@ -297,10 +330,53 @@ impl Confined {
         self.unlink(path.as_ref(), true)
     }
 
+    /// Moves the file at `path` out of the workspace to `dest` (an
+    /// absolute path that must not exist: undo's trash), renaming it when
+    /// both are on one filesystem, else copying its bytes (a regular file
+    /// only) and then unlinking it. Nothing is deleted before its copy is
+    /// durable.
+    pub fn move_out(&self, path: impl AsRef<Path>, dest: &Path) -> io::Result<()> {
+        let path = path.as_ref();
+        let parts = self.parts(path)?;
+        let (name, dirs) = split_last(&parts, path)?;
+        let parent = self.open_dir(dirs, false)?;
+        let cname = sys::cstring(name)?;
+        let cdest = sys::cstring(dest.as_os_str())?;
+        match sys::rename_out(parent.as_fd(), &cname, &cdest) {
+            Ok(()) => {
+                sync(parent);
+                return Ok(());
+            }
+            Err(err) if err.raw_os_error() == Some(libc::EXDEV) => {}
+            Err(err) => return Err(self.explain(err, &parts)),
+        }
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW;
+        let mut from = File::from(sys::openat(parent.as_fd(), &cname, flags, 0)?);
+        let meta = from.metadata()?;
+        if !meta.is_file() {
+            return Err(Refusal::NotRegular {
+                path: display(&parts),
+            }
+            .into_io());
+        }
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dest)?;
+        io::copy(&mut from, &mut to)?;
+        to.sync_all()?;
+        sys::unlinkat(parent.as_fd(), &cname, false)?;
+        sync(parent);
+        Ok(())
+    }
+
     /// Creates the directory and its missing parents, one confined
     /// component at a time.
     pub fn create_dir_all(&self, path: impl AsRef<Path>) -> io::Result<()> {
         let parts = self.parts(path.as_ref())?;
+        // A directory counts as a file inside it would.
+        check_depth(&join_path(&parts).join("x"))?;
         self.open_dir(&parts, true).map(drop)
     }
 
@@ -518,6 +594,10 @@ fn join(parts: &[&OsStr]) -> std::ffi::OsString {
         out.push(part);
     }
     out
+}
+
+fn join_path(parts: &[&OsStr]) -> PathBuf {
+    parts.iter().collect()
 }
 
 fn display(parts: &[&OsStr]) -> String {

@@ -137,3 +137,21 @@ pub fn renameat(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
         })
     })
 }
+
+/// `renameat(2)` from `name` in `dir` to the absolute path `to` (which
+/// must not exist: `RENAME_NOREPLACE`).
+pub fn rename_out(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
+    retry(|| {
+        // SAFETY: `dir` is open for the call; both names are NUL-terminated;
+        // `to` is absolute, so AT_FDCWD is not used to resolve it.
+        check(unsafe {
+            libc::renameat2(
+                dir.as_raw_fd(),
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        })
+    })
+}

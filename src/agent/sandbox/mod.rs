@@ -139,8 +139,10 @@ impl SandboxPolicy {
     ) -> std::io::Result<Self> {
         std::fs::create_dir_all(options.tmp_parent)?;
         sweep_stale(options.tmp_parent);
+        // The owner's pid in the name: a later Fettle removes the dir once
+        // that process is gone (killed, or ended without cleaning up).
         let tmp = tempfile::Builder::new()
-            .prefix("tmp-")
+            .prefix(&format!("tmp-{}-", std::process::id()))
             .tempdir_in(options.tmp_parent)?;
         let mut writable = vec![root.to_path_buf()];
         writable.extend(build_caches());
@@ -163,22 +165,42 @@ impl SandboxPolicy {
 /// Private temp dirs older than this were left by a Fettle that died.
 const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
-/// Removes private temp dirs a crashed Fettle left behind.
-fn sweep_stale(parent: &Path) {
+/// Removes private temp dirs a Fettle that did not end normally (killed,
+/// crashed, or exited without dropping its policy) left behind: those
+/// whose owner process is gone, and any older than a day.
+pub fn sweep_stale(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
     for entry in entries.flatten() {
-        let stale = entry
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix("tmp-") else {
+            continue;
+        };
+        let owner_gone = rest
+            .split_once('-')
+            .and_then(|(pid, _)| pid.parse::<libc::pid_t>().ok())
+            .is_some_and(|pid| pid > 0 && !process_alive(pid));
+        let old = entry
             .metadata()
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > STALE_TMP);
-        if stale && entry.file_name().to_string_lossy().starts_with("tmp-") {
-            let _ = std::fs::remove_dir_all(entry.path());
+        if owner_gone || old {
+            // Not a symlink: remove_dir_all never follows one out.
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
         }
     }
+}
+
+/// Whether a process `pid` exists (any user's: EPERM means it does).
+fn process_alive(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 checks only; no memory involved.
+    let ret = unsafe { libc::kill(pid, 0) };
+    ret == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// The build caches test runners write, where they exist: cargo's registry
@@ -405,6 +427,24 @@ mod tests {
         }
         assert!(!paths.contains(&root.join("node_modules/x/.git")));
         assert!(!paths.contains(&root.join("sub.git")));
+    }
+
+    #[test]
+    fn stale_temp_dirs_of_dead_fettles_are_removed() {
+        let parent = tempfile::tempdir().unwrap();
+        // A pid that was just freed: a child that exited and was reaped.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let gone = parent.path().join(format!("tmp-{dead}-abc"));
+        let live = parent.path().join(format!("tmp-{}-def", std::process::id()));
+        let other = parent.path().join("unrelated");
+        for dir in [&gone, &live, &other] {
+            std::fs::create_dir_all(dir.join("sub")).unwrap();
+        }
+        sweep_stale(parent.path());
+        assert!(!gone.exists(), "the dead process's dir is left");
+        assert!(live.exists() && other.exists());
     }
 
     #[test]

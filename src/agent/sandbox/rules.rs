@@ -2,7 +2,7 @@
 //! beneath the given paths, no TCP unless allowed, and (ABI ≥ 6) no
 //! abstract Unix sockets or signals reaching outside the sandbox.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
@@ -38,7 +38,17 @@ pub enum Enforcement {
 /// Restricts the current process (and everything it will `exec` or fork).
 /// Fails when the kernel has no Landlock at all: a sandbox that silently is
 /// not there is worse than an error.
-pub fn restrict_self(writable: &[PathBuf], network: bool) -> Result<Enforcement, String> {
+///
+/// `protect`: paths that must stay read-only although they lie beneath a
+/// writable one (without namespaces, no read-only bind mount does it).
+/// Landlock only grants, and a right granted on a directory holds for all
+/// beneath it, so a writable directory holding a protected path is split
+/// (see [`split_writable`]).
+pub fn restrict_self(
+    writable: &[PathBuf],
+    protect: &[PathBuf],
+    network: bool,
+) -> Result<Enforcement, String> {
     let abi = ABI_USED;
     let fail = |e: landlock::RulesetError| format!("cannot set up Landlock: {e}");
     let mut ruleset = Ruleset::default()
@@ -60,14 +70,13 @@ pub fn restrict_self(writable: &[PathBuf], network: bool) -> Result<Enforcement,
         ))
         .map_err(fail)?;
     let devices = WRITABLE_DEVICES.iter().map(PathBuf::from);
-    for path in writable.iter().cloned().chain(devices) {
+    let mut grants = split_writable(writable, protect);
+    grants.extend(devices.map(|d| (d, AccessFs::from_all(abi))));
+    for (path, rights) in grants {
         // path_beneath_rules skips paths that do not exist and narrows the
         // rights of a file to the ones a file can have.
         created = created
-            .add_rules(landlock::path_beneath_rules(
-                [path],
-                AccessFs::from_all(abi),
-            ))
+            .add_rules(landlock::path_beneath_rules([path], rights & AccessFs::from_all(abi)))
             .map_err(fail)?;
     }
     let status = created.restrict_self().map_err(fail)?;
@@ -78,6 +87,77 @@ pub fn restrict_self(writable: &[PathBuf], network: bool) -> Result<Enforcement,
             "Landlock is not enforced by this kernel (Linux 5.13 or later, enabled at boot)"
                 .to_owned(),
         ),
+    }
+}
+
+/// What a directory that holds a protected path gets: make and write
+/// files beneath it, but remove or rename nothing, so the protected entry
+/// can be neither deleted, renamed away (`mv .git .git-away` needs
+/// `REMOVE_DIR` here) nor replaced. (These rights reach into the protected
+/// directory too: what a command writes there is undone by the guards.)
+pub fn container_rights() -> landlock::BitFlags<AccessFs> {
+    AccessFs::from_read(ABI_USED)
+        | AccessFs::WriteFile
+        | AccessFs::Truncate
+        | AccessFs::MakeReg
+        | AccessFs::MakeDir
+        | AccessFs::MakeSym
+        | AccessFs::MakeFifo
+        | AccessFs::MakeSock
+        | AccessFs::IoctlDev
+}
+
+/// Most directory entries looked at when splitting (beyond: the rest of
+/// that directory gets the container's rights only).
+const SPLIT_LIMIT: usize = 10_000;
+
+/// The grants for `writable` with `protect` kept out: a writable path
+/// holding no protected path gets every right; one holding some gets
+/// [`container_rights`], and each of its entries is treated the same way
+/// (a protected entry gets nothing of its own).
+pub fn split_writable(
+    writable: &[PathBuf],
+    protect: &[PathBuf],
+) -> Vec<(PathBuf, landlock::BitFlags<AccessFs>)> {
+    let mut out = Vec::new();
+    let mut budget = SPLIT_LIMIT;
+    for path in writable {
+        split_one(path, protect, &mut out, &mut budget);
+    }
+    out
+}
+
+fn split_one(
+    path: &Path,
+    protect: &[PathBuf],
+    out: &mut Vec<(PathBuf, landlock::BitFlags<AccessFs>)>,
+    budget: &mut usize,
+) {
+    if protect.iter().any(|p| p == path) {
+        return;
+    }
+    if !protect.iter().any(|p| p.starts_with(path)) {
+        out.push((path.to_path_buf(), AccessFs::from_all(ABI_USED)));
+        return;
+    }
+    out.push((path.to_path_buf(), container_rights()));
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        // A symlink gets no rule: a rule opens its path, which would grant
+        // the link's target (anywhere) instead of the link.
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_symlink() {
+            continue;
+        }
+        split_one(&entry.path(), protect, out, budget);
     }
 }
 

@@ -138,6 +138,7 @@ fn init_main(args: &RunnerArgs, cwd: &Path, tmp: &Path, status_write: OwnedFd) -
     ) {
         eprintln!("fettle: sandbox: /proc not remounted ({err}); outside processes stay listed");
     }
+    cap_processes();
     let command = match sys::fork() {
         Ok(0) => {
             drop(status_write);
@@ -160,6 +161,37 @@ fn init_main(args: &RunnerArgs, cwd: &Path, tmp: &Path, status_write: OwnedFd) -
     let _ = file.write_all(&status.to_ne_bytes());
     // Exiting as PID 1 makes the kernel SIGKILL every process left here.
     sys::exit_now(0)
+}
+
+/// The lowest `pid_max` the kernel accepts (`RESERVED_PIDS + 1`).
+const MIN_PID_MAX: u64 = 301;
+
+/// Caps the processes of the sandbox's PID namespace at the command's
+/// `RLIMIT_NPROC` (at least 300) through the namespace's own `pid_max`
+/// (Linux ≥ 6.14): PIDs are 1..pid_max, so no more can exist at once. The
+/// rlimit alone does not hold for a root caller (the kernel exempts uid 0
+/// even inside a user namespace); this does. Older kernels refuse the
+/// write: a root caller is told, others keep the rlimit.
+fn cap_processes() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only to `limit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return;
+    }
+    let max = (limit.rlim_cur as u64).saturating_add(1).max(MIN_PID_MAX);
+    if let Err(err) = std::fs::write("/proc/sys/kernel/pid_max", max.to_string()) {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            eprintln!(
+                "fettle: sandbox: the process limit does not hold for root on this kernel (pid_max per PID namespace: {err})"
+            );
+        }
+    }
 }
 
 fn run_plain(
@@ -304,7 +336,10 @@ fn exec_command(args: &RunnerArgs, cwd: &Path, tmp: &Path) -> ! {
         if args.namespaces {
             writable.push(PathBuf::from("/dev/shm"));
         }
-        if let Err(err) = rules::restrict_self(&writable, args.network) {
+        // With namespaces the protected paths are read-only bind mounts;
+        // without, Landlock alone keeps them out of the writable set.
+        let protect: &[PathBuf] = if args.namespaces { &[] } else { &args.protect };
+        if let Err(err) = rules::restrict_self(&writable, protect, args.network) {
             eprintln!("fettle: sandbox: {err}");
             sys::exit_now(SETUP_FAILED);
         }

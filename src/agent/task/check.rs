@@ -14,6 +14,8 @@ use crate::syntax::{parse_str, syntax_errors, Language};
 
 /// Most checker diagnostics the model sees after an attempt.
 const MAX_CHECKER_LINES: usize = 30;
+/// Files past this size are not parsed for syntax errors.
+const MAX_SYNTAX_CHECK_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Lower is better. Compared field by field: syntax errors first (code that
 /// does not parse is worse than code that fails a test), then the
@@ -253,6 +255,12 @@ pub fn syntax_problems(
         let Some(lang) = Language::from_path(path) else {
             continue;
         };
+        // A huge file a command wrote is not read whole and parsed for a
+        // handful of syntax errors.
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.len() > MAX_SYNTAX_CHECK_BYTES) {
+            tracing::info!(path = %path.display(), "too large to check its syntax");
+            continue;
+        }
         let Some(text) = read(path) else { continue };
         let Some(tree) = parse_str(lang, &text, None) else {
             continue;

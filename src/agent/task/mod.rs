@@ -114,6 +114,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         command_note: None,
         baseline_checker_errors: None,
         last_checks: None,
+        event_budget: Default::default(),
     };
     task.run().await
 }
@@ -150,6 +151,8 @@ pub(crate) struct Task {
     /// The checkers' last report while no file changed since (`dirty`
     /// false), for the `diagnostics` tool.
     last_checks: Option<crate::agent::checkers::CheckReport>,
+    /// What the task's events took so far (they are bounded).
+    event_budget: parking_lot::Mutex<super::output::EventBudget>,
 }
 
 impl Task {
@@ -436,13 +439,19 @@ impl Task {
     fn push(&mut self, mut message: Message) {
         // Nothing secret leaves the machine: every message is redacted once,
         // when it enters the conversation.
-        if let std::borrow::Cow::Owned(redacted) = self.redactor.redact(&message.content) {
+        if let std::borrow::Cow::Owned(redacted) =
+            self.redactor.redact_in_sequence(&message.content)
+        {
             message.content = redacted;
         }
         self.messages.push(message);
     }
 
-    fn event(&self, kind: EventKind, text: String, data: serde_json::Value) {
+    fn event(&self, kind: EventKind, mut text: String, mut data: serde_json::Value) {
+        // Each event, and all of them together, within fixed sizes: the
+        // editor and `--json` must not receive what a command wrote.
+        let last = kind == EventKind::Status && data.get("status").is_some();
+        self.event_budget.lock().shape(&mut text, &mut data, last);
         self.host.event(TaskEvent {
             task_id: self.spec.id.clone(),
             kind,
@@ -641,6 +650,9 @@ impl Task {
             Some(note) => format!("{summary}\n\n{note}"),
             None => summary,
         };
+        // It quotes the model and the tests: shown in a message box, kept short.
+        let summary =
+            super::output::bound_text(&summary, super::output::MAX_FIELD_BYTES).into_owned();
         let result = TaskResult {
             task_id: self.spec.id.clone(),
             status,

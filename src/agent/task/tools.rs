@@ -13,7 +13,7 @@ use crate::agent::exec::{self, CommandSpec};
 use crate::agent::output::{self, NO_OUTPUT};
 use crate::agent::redact::is_secret_path;
 use crate::agent::repo_map::{repo_map, Focus};
-use crate::agent::search::{search_with_overrides, SearchArgs};
+use crate::agent::search::{search_with_options, SearchArgs, SearchOptions};
 use crate::agent::types::EventKind;
 use crate::config::CommandPolicy;
 use crate::model::{Message, ToolCall, ToolDef};
@@ -22,6 +22,8 @@ use crate::model::{Message, ToolCall, ToolDef};
 const READ_WINDOW: usize = 200;
 /// Observations longer than this are cut (head and tail kept).
 const MAX_OBSERVATION_BYTES: usize = 10 * 1024;
+/// The largest file `read_file` reads (a window of it is shown).
+const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
 const MAX_OBSERVATION_LINES: usize = 256;
 const REPO_MAP_TOKENS: usize = 1500;
 /// Most checker diagnostics one `diagnostics` call returns.
@@ -343,7 +345,10 @@ impl Task {
         };
         // Open buffers are searched as the user sees them, not as saved.
         let host = &self.host;
-        search_with_overrides(self.files.root(), &args, &|p: &Path| host.buffer(p))
+        let options = SearchOptions {
+            allow_hardlinks: self.spec.allow_hardlinks,
+        };
+        search_with_options(self.files.root(), &args, &|p: &Path| host.buffer(p), options)
             .map(|r| r.render())
             .map_err(|e| e.to_string())
     }
@@ -409,6 +414,16 @@ impl Task {
                 "{} is a directory; use `search` or `repo_map` to find files",
                 p.path
             ));
+        }
+        // A file a command wrote may be a gigabyte: not read whole for a
+        // window of 200 lines (an open buffer is already in memory).
+        if let Some(len) = self.files.disk_len(&path) {
+            if len > MAX_READ_BYTES && self.host.buffer(&path).is_none() {
+                return Err(format!(
+                    "{} is {len} bytes; read_file reads files up to {MAX_READ_BYTES} bytes: look into it with run_command (e.g. `head -c 4000 {}`, `grep -n PATTERN {}`)",
+                    p.path, p.path, p.path
+                ));
+            }
         }
         let text = self
             .files

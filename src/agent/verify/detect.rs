@@ -68,12 +68,18 @@ pub fn detect_test_command(root: &Path) -> Option<DetectedTest> {
     None
 }
 
+/// A project file that says how to run the tests (`package.json`,
+/// `Makefile`, ...): the workspace's, so regular files only and capped.
+fn read_config(path: &Path) -> Result<String, crate::fsread::ReadError> {
+    crate::fsread::read_regular_to_string(path, crate::fsread::CONFIG_MAX_BYTES)
+}
+
 /// npm writes this placeholder into `scripts.test` on `npm init`; running
 /// it only fails.
 const NPM_PLACEHOLDER: &str = "no test specified";
 
 fn npm_test_script(root: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(root.join("package.json")) else {
+    let Ok(text) = read_config(&root.join("package.json")) else {
         return false;
     };
     let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
@@ -86,7 +92,7 @@ fn npm_test_script(root: &Path) -> bool {
 }
 
 fn file_contains(path: &Path, needle: &str) -> bool {
-    std::fs::read_to_string(path).is_ok_and(|text| text.contains(needle))
+    read_config(path).is_ok_and(|text| text.contains(needle))
 }
 
 fn pytest_marker(root: &Path) -> Option<String> {
@@ -147,7 +153,7 @@ fn dir_has_python(dir: &Path) -> bool {
 /// A `test:` rule (also `test::` or `test: deps`), not a `test := value`
 /// variable.
 fn has_make_test_target(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = read_config(path) else {
         return false;
     };
     text.lines().any(|line| {

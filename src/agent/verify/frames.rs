@@ -107,12 +107,19 @@ impl<'a> Resolver<'a> {
 /// hidden and dependency folders.
 fn index_names(root: &Path) -> HashMap<String, Vec<String>> {
     let mut map: HashMap<String, Vec<String>> = HashMap::new();
-    let walker = ignore::WalkBuilder::new(root)
+    let mut builder = ignore::WalkBuilder::new(root);
+    // Ignore files that are FIFOs or devices would block or flood the walk.
+    if let Err(err) = crate::fsread::ignore_files::guard_parents(&mut builder, root) {
+        tracing::warn!("not walking {}: {err}", root.display());
+        return map;
+    }
+    let walker = builder
         .max_depth(Some(INDEX_MAX_DEPTH))
         .filter_entry(|e| {
             e.file_name()
                 .to_str()
                 .is_some_and(|n| !DEPENDENCY_DIRS.contains(&n) && n != "target")
+                && crate::fsread::ignore_files::entry_is_safe(e)
         })
         .build();
     for entry in walker.filter_map(Result::ok).take(INDEX_MAX_FILES) {

@@ -65,6 +65,10 @@ pub struct Stat {
     pub dev: u64,
     /// Permission bits (`0o7777`).
     pub mode: u32,
+    /// Birth time (`statx`'s `stx_btime`), where the filesystem keeps it:
+    /// no process can set it, and a rename keeps it, so it tells a file a
+    /// command moved into the tree from one it created.
+    pub btime_ns: Option<i128>,
 }
 
 impl Stat {
@@ -89,6 +93,23 @@ impl Stat {
             ino: meta.ino(),
             dev: meta.dev(),
             mode: meta.mode() & 0o7777,
+            btime_ns: birth_ns(meta),
+        }
+    }
+
+    /// Whether this inode existed before `start_ns` (the task's start):
+    /// born before it (birth time), else, where the filesystem keeps no
+    /// birth time, last modified before it (a rename keeps the mtime; a
+    /// new file gets the current time unless its creator sets an older
+    /// one, which then only makes undo keep it). The clocks agree on the
+    /// safe side: a timestamp is never later than the precise clock at
+    /// the time it was taken, so a file born before the start always
+    /// counts as older; one born in the same clock tick as the start may
+    /// count as older too, and is then kept.
+    pub fn existed_before(&self, start_ns: i128) -> bool {
+        match self.btime_ns {
+            Some(btime) => btime < start_ns,
+            None => self.mtime_ns < start_ns,
         }
     }
 
@@ -108,6 +129,16 @@ impl Stat {
         }
         self != other
     }
+}
+
+/// The birth time of `meta`, in nanoseconds since the epoch (`None`
+/// where the filesystem does not report one).
+pub fn birth_ns(meta: &fs::Metadata) -> Option<i128> {
+    let born = meta.created().ok()?;
+    Some(match born.duration_since(std::time::UNIX_EPOCH) {
+        Ok(after) => i128::try_from(after.as_nanos()).unwrap_or(i128::MAX),
+        Err(before) => -i128::try_from(before.duration().as_nanos()).unwrap_or(i128::MAX),
+    })
 }
 
 /// A picture of the workspace: absolute path → stat, for every file,

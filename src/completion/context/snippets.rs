@@ -186,10 +186,9 @@ impl<'i, 'a> Gatherer<'i, 'a> {
         if self.disk.len() >= MAX_DISK_READS {
             return None;
         }
-        let read = std::fs::metadata(path)
+        // Regular files only (a FIFO must not block a completion), capped.
+        let read = crate::fsread::read_regular_to_string(path, MAX_DISK_FILE_BYTES)
             .ok()
-            .filter(|m| m.len() <= MAX_DISK_FILE_BYTES)
-            .and_then(|_| std::fs::read_to_string(path).ok())
             .map(Arc::<str>::from);
         self.disk.insert(path.to_path_buf(), read.clone());
         read.map(Text::Shared)

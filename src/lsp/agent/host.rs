@@ -88,7 +88,13 @@ impl LspHost {
 }
 
 impl Host for LspHost {
-    fn event(&self, event: TaskEvent) {
+    fn event(&self, mut event: TaskEvent) {
+        // The task bounds its events; this holds for any other sender too
+        // (no notification past the documented size).
+        let mut data = serde_json::json!({ "text": std::mem::take(&mut event.text), "data": std::mem::take(&mut event.data) });
+        crate::agent::output::bound_json(&mut data, crate::agent::output::MAX_EVENT_BYTES - 256);
+        event.text = data["text"].as_str().unwrap_or_default().to_owned();
+        event.data = data["data"].take();
         // The receiver lives until the host is dropped.
         let _ = self.events.send(event);
     }

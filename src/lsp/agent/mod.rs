@@ -319,12 +319,15 @@ pub fn progress_cancelled(state: &Arc<State>, token: &ProgressToken) {
     }
 }
 
+/// The command's answer, bounded like every event (`docs/lsp-extensions.md`).
 fn to_json(result: &TaskResult) -> Value {
-    result.to_json(|p| {
+    let mut json = result.to_json(|p| {
         Url::from_file_path(p)
             .map(|u| u.to_string())
             .unwrap_or_else(|()| p.display().to_string())
-    })
+    });
+    crate::agent::output::bound_json(&mut json, crate::agent::output::MAX_EVENT_BYTES);
+    json
 }
 
 /// A task that could not start: told to the user and answered as `failed`.

@@ -8,9 +8,12 @@
 //! paths): a trailing run of hex digits, a trailing base64 run, or dump
 //! columns after an optional offset. Consecutive lines of one class form a
 //! block; a block is decoded (base64 at each of the 4 character offsets;
-//! hex and octal words in both byte orders) and the bytes are checked for
-//! known secret values, private-key text (`PRIVATE KEY`,
-//! `openssh-key-v1`) and key shapes. Only a block whose decoded bytes hold
+//! hex and octal words in both byte orders; base32; each line reversed
+//! and the whole block reversed, for `| rev`) and the bytes are checked
+//! for known secret values, private-key text (`PRIVATE KEY`,
+//! `openssh-key-v1`) and key shapes — and, when they are a gzip or zlib
+//! stream (`gzip -c .env | base64`), inflated ([`super::inflate`]) and
+//! checked again. Only a block whose decoded bytes hold
 //! a secret is redacted — whole, dump lines with their ASCII column — so
 //! hashes, data URIs and binary dumps of ordinary files pass untouched.
 use std::ops::Range;
@@ -18,7 +21,9 @@ use std::ops::Range;
 use regex::bytes::Regex;
 
 use super::encoded::{base64_decode, base64_value, hex_value};
+use super::inflate::inflate;
 use super::keys;
+use super::transforms::base32_decode;
 
 /// Shortest base64 or hex tail that makes a line part of a block.
 const MIN_RUN: usize = 16;
@@ -75,31 +80,27 @@ fn flush(text: &str, block: &mut Vec<Line>, values: Option<&Regex>, out: &mut Ve
     }
     let bytes = text.as_bytes();
     let secret = match block[0].class {
-        Class::Base64 => {
-            let mut chars: Vec<u8> = Vec::new();
-            for line in block.iter() {
-                for token in &line.tokens {
-                    chars.extend_from_slice(&bytes[token.clone()]);
-                }
-            }
-            chars.truncate(MAX_DECODED * 4 / 3);
-            (0..4.min(chars.len())).any(|skip| {
-                base64_decode(&chars[skip..]).is_some_and(|decoded| holds_secret(&decoded, values))
-            })
-        }
+        Class::Base64 => orders(bytes, block, MAX_DECODED * 4 / 3)
+            .iter()
+            .any(|chars| {
+                let base32 = chars
+                    .iter()
+                    .all(|c| c.is_ascii_uppercase() || (b'2'..=b'7').contains(c));
+                (0..4.min(chars.len())).any(|skip| {
+                    base64_decode(&chars[skip..])
+                        .is_some_and(|decoded| holds_secret(&decoded, values))
+                }) || (base32
+                    && (0..8.min(chars.len()))
+                        .any(|skip| holds_secret(&base32_decode(&chars[skip..]), values)))
+            }),
         Class::Hex => {
-            let mut digits: Vec<u8> = Vec::new();
-            for line in block.iter() {
-                for token in &line.tokens {
-                    digits.extend_from_slice(&bytes[token.clone()]);
-                }
-            }
-            digits.truncate(MAX_DECODED * 2);
             let words = block.iter().all(|l| l.tokens.iter().all(|t| t.len() == 4));
-            let decoded = decode_hex(&digits);
-            holds_secret(&decoded, values)
-                || (words && holds_secret(&swap_pairs(&decoded), values))
-                || (digits.len() > 1 && holds_secret(&decode_hex(&digits[1..]), values))
+            orders(bytes, block, MAX_DECODED * 2).iter().any(|digits| {
+                let decoded = decode_hex(digits);
+                holds_secret(&decoded, values)
+                    || (words && holds_secret(&swap_pairs(&decoded), values))
+                    || (digits.len() > 1 && holds_secret(&decode_hex(&digits[1..]), values))
+            })
         }
         Class::Octal => {
             let mut decoded = Vec::new();
@@ -136,6 +137,30 @@ fn flush(text: &str, block: &mut Vec<Line>, values: Option<&Regex>, out: &mut Ve
     block.clear();
 }
 
+/// A block's characters in the orders a command may have left them in:
+/// as printed, each line reversed (`xxd -p .env | rev`), and the whole
+/// block reversed (`… | tr -d '\n' | rev`); each at most `max` bytes.
+fn orders(bytes: &[u8], block: &[Line], max: usize) -> [Vec<u8>; 3] {
+    let mut plain: Vec<u8> = Vec::new();
+    let mut lines_reversed: Vec<u8> = Vec::new();
+    for line in block {
+        for token in &line.tokens {
+            let token = &bytes[token.clone()];
+            plain.extend_from_slice(token);
+            lines_reversed.extend(token.iter().rev());
+        }
+        if plain.len() >= max {
+            break;
+        }
+    }
+    let mut all_reversed = plain.clone();
+    all_reversed.reverse();
+    for chars in [&mut plain, &mut lines_reversed, &mut all_reversed] {
+        chars.truncate(max);
+    }
+    [plain, lines_reversed, all_reversed]
+}
+
 fn holds_secret(decoded: &[u8], values: Option<&Regex>) -> bool {
     if decoded.len() < 4 {
         return false;
@@ -144,7 +169,19 @@ fn holds_secret(decoded: &[u8], values: Option<&Regex>) -> bool {
         return true;
     }
     let text = String::from_utf8_lossy(decoded);
-    text.contains("PRIVATE KEY") || text.contains("openssh-key-v1") || !keys::find(&text).is_empty()
+    if text.contains("PRIVATE KEY")
+        || text.contains("openssh-key-v1")
+        || !keys::find(&text).is_empty()
+    {
+        return true;
+    }
+    // Compressed, then encoded: inflate (capped) and look again, once.
+    inflate(decoded).is_some_and(|inflated| {
+        values.is_some_and(|re| re.is_match(&inflated)) || {
+            let text = String::from_utf8_lossy(&inflated);
+            text.contains("PRIVATE KEY") || text.contains("openssh-key-v1")
+        }
+    })
 }
 
 fn decode_hex(digits: &[u8]) -> Vec<u8> {
@@ -178,7 +215,8 @@ fn classify(text: &[u8], range: Range<usize>) -> Option<Line> {
 /// [`MIN_RUN`] characters.
 fn tail_run(text: &[u8], range: Range<usize>) -> Option<Line> {
     let mut chars_end = range.end;
-    while chars_end > range.start && text[chars_end - 1] == b'=' && range.end - chars_end < 2 {
+    // Up to 2 `=` of base64 padding, 6 of base32's.
+    while chars_end > range.start && text[chars_end - 1] == b'=' && range.end - chars_end < 6 {
         chars_end -= 1;
     }
     let mut start = chars_end;

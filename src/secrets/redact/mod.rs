@@ -22,13 +22,22 @@
 //!   values that are trivially common (see [`env`]) — redacting `true` or
 //!   `3000` everywhere would blind the model to the code without
 //!   protecting anything.
-//! * **Known values, encoded** ([`encoded`], [`decoded`]): base64 (standard
+//! * **Known values, transformed** ([`transforms`], [`encoded`],
+//!   [`decoded`], [`inflate`]): reversed, rot13, rot47, base64 (standard
 //!   and URL-safe, at each of the 3 alignments inside a longer stream),
-//!   hex (either case) and URL-encoding, searched for as literals; and
-//!   blocks of base64 lines and hex/octal/character dumps, decoded and
-//!   checked for the values, so a value split across lines or dump columns
-//!   is found too. Values shorter than 6 bytes are searched for literally
-//!   only (their encodings would match by chance).
+//!   base32 (5 alignments), hex (either case, and reversed) and
+//!   URL-encoding, searched for in a whitespace-free view of the text (so
+//!   one character per line, `fold`, wrapped base64/base32 are found);
+//!   every 8-character piece of a random-looking value (`cut -c13-30`);
+//!   blocks of base64/base32 lines and hex/octal/character dumps, decoded
+//!   (as printed, each line reversed, the whole reversed) and inflated when
+//!   gzip/zlib, then checked for the values. Values shorter than 6 bytes
+//!   are searched for literally only (their encodings would match by
+//!   chance).
+//! * **Pieces at line edges** ([`fragments`]): a value's first characters
+//!   cut off by the end of the line after `=` (`cut -c1-12 .env`), and the
+//!   continuation of a value read in pieces (`head -c`, then `tail -c`),
+//!   across the task's tool outputs ([`Redactor::redact_in_sequence`]).
 //! * **Key material by shape** ([`keys`]): key bodies without their
 //!   header — OpenSSH bodies, base64 that decodes to a DER key, PEM-width
 //!   body lines — and, through decoding, base64 of a whole key file.
@@ -55,8 +64,11 @@
 mod decoded;
 mod encoded;
 pub(super) mod env;
+mod fragments;
+mod inflate;
 mod keys;
 mod patterns;
+mod transforms;
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -76,8 +88,14 @@ pub struct Redactor {
     /// Literal secret values, longest first within each regex so a value
     /// that contains another is replaced whole.
     values: Vec<Regex>,
-    /// Their encoded forms (see [`encoded`]).
-    encoded: Vec<Regex>,
+    /// Their other forms and pieces, in the whitespace-free view (see
+    /// [`transforms`]).
+    forms: Option<transforms::Forms>,
+    /// Their first characters, for pieces at line edges (see [`fragments`]).
+    prefixes: fragments::Prefixes,
+    /// Split reads still open after the texts given to
+    /// [`Redactor::redact_in_sequence`].
+    window: parking_lot::Mutex<fragments::Window>,
     /// The values again, for decoded bytes (see [`decoded`]).
     decoded_values: Option<regex::bytes::Regex>,
     value_count: usize,
@@ -97,8 +115,8 @@ pub fn warm_up() -> usize {
 
 impl Redactor {
     /// A redactor for the workspace at `root`: the shapes, the values of
-    /// every dotenv file under it (hidden and gitignored files included,
-    /// depth ≤ 4, not inside `node_modules`, `target` or `.git`) and the
+    /// every dotenv file under it (any depth and size, hidden and gitignored
+    /// files included, symlinked ones by their target; see [`env`]) and the
     /// values Fettle holds as secret ([`crate::secrets::store`]).
     pub fn from_workspace(root: &Path) -> Redactor {
         Self::for_sources(Some(root), Vec::new())
@@ -113,15 +131,17 @@ impl Redactor {
 
     /// The literal values [`for_sources`](Self::for_sources) would look for.
     pub fn sources(root: Option<&Path>, extra: Vec<String>) -> Vec<String> {
-        let mut values = root.map(env::workspace_values).unwrap_or_default();
-        let dotenv = values.len();
+        // Fettle's keys first: the first values get every transform
+        // matched when a workspace has more than the automaton takes.
+        let mut values: Vec<String> = crate::secrets::store::values()
+            .into_iter()
+            .map(|v| v.trim().to_owned())
+            .filter(|v| env::worth_redacting(v))
+            .collect();
         values.extend(extra);
-        values.extend(
-            crate::secrets::store::values()
-                .into_iter()
-                .map(|v| v.trim().to_owned())
-                .filter(|v| env::worth_redacting(v)),
-        );
+        let workspace = root.map(env::workspace_values).unwrap_or_default();
+        let dotenv = workspace.len();
+        values.extend(workspace);
         tracing::debug!(
             dotenv,
             values = values.len(),
@@ -156,11 +176,11 @@ impl Redactor {
 
     /// A redactor for `values` (as [`sources`](Self::sources) gives them).
     pub fn build(mut values: Vec<String>) -> Redactor {
+        // In the order given (see `sources`), before sorting.
+        let forms = transforms::Forms::build(&values);
         normalize(&mut values);
         let value_count = values.len();
-        let mut encodings: Vec<String> = values.iter().flat_map(|v| encoded::needles(v)).collect();
-        encodings.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-        encodings.dedup();
+        let prefixes = fragments::Prefixes::build(&values);
         let decoded_values = if values.is_empty() {
             None
         } else {
@@ -174,7 +194,9 @@ impl Redactor {
         };
         Redactor {
             values: literal_sets(&values),
-            encoded: literal_sets(&encodings),
+            forms,
+            prefixes,
+            window: parking_lot::Mutex::new(fragments::Window::default()),
             decoded_values,
             value_count,
             known: values,
@@ -194,6 +216,23 @@ impl Redactor {
 
     /// `text` with every secret replaced; borrowed when there was none.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        self.redact_with(text, None)
+    }
+
+    /// [`redact`](Self::redact) for one text of a sequence (the messages of
+    /// an agent task, in order): a value read in pieces across the texts
+    /// (`head -c 40 .env`, then `tail -c +41 .env`) is redacted where it
+    /// continues (see [`fragments`]).
+    pub fn redact_in_sequence<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut window = self.window.lock();
+        self.redact_with(text, Some(&mut window))
+    }
+
+    fn redact_with<'a>(
+        &self,
+        text: &'a str,
+        window: Option<&mut fragments::Window>,
+    ) -> Cow<'a, str> {
         let mut spans: Vec<patterns::Span> = Vec::new();
         let literal = |sets: &[Regex], label, rank, spans: &mut Vec<patterns::Span>| {
             for re in sets {
@@ -205,7 +244,25 @@ impl Redactor {
             }
         };
         literal(&self.values, None, 0, &mut spans);
-        literal(&self.encoded, Some("encoded-secret"), 1, &mut spans);
+        if let Some(forms) = &self.forms {
+            spans.extend(forms.find(text).into_iter().map(|(range, form)| {
+                let (label, rank) = match form {
+                    transforms::Form::Plain => (None, 0),
+                    transforms::Form::Encoded => (Some("encoded-secret"), 1),
+                };
+                patterns::Span { range, label, rank }
+            }));
+        }
+        spans.extend(
+            self.prefixes
+                .find(text, window)
+                .into_iter()
+                .map(|range| patterns::Span {
+                    range,
+                    label: None,
+                    rank: 2,
+                }),
+        );
         patterns::find(text, &mut spans);
         let tagged = |ranges: Vec<std::ops::Range<usize>>, label, rank| {
             ranges.into_iter().map(move |range| patterns::Span {

@@ -2,15 +2,19 @@
 // Test code: a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod harness;
+pub(crate) mod harness;
+
+mod hostile_repo;
 
 mod agent;
 mod arguments;
+mod bounded_outputs;
 mod checks;
 mod config;
 mod diagnostics;
 mod editors_helix;
 mod emacs;
+mod huge_inputs;
 mod inline_completion;
 mod lifecycle;
 mod logging;

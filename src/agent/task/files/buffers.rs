@@ -186,10 +186,16 @@ impl Files {
     }
 }
 
+/// An open document's file as it is on disk. Regular files only (a FIFO
+/// or a device must not block or flood the task), at most
+/// [`MAX_BUFFER_FILE_BYTES`].
 fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
+    match crate::fsread::read_regular(path, MAX_BUFFER_FILE_BYTES) {
         Ok(bytes) => Ok(Some(bytes)),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err),
+        Err(err) if err.is_not_found() => Ok(None),
+        Err(err) => Err(io::Error::other(err.to_string())),
     }
 }
+
+/// Far above any file an editor buffer and the agent work on.
+const MAX_BUFFER_FILE_BYTES: u64 = 256 << 20;

@@ -35,7 +35,13 @@ pub(super) struct Effects {
     unrestorable: BTreeMap<PathBuf, String>,
     /// Created directories a restore had to leave (not empty).
     kept_dirs: Vec<(PathBuf, String)>,
+    /// Where a command moved a tracked file (by inode), for the file
+    /// found at the new path: `new path → old path`.
+    moved: BTreeMap<PathBuf, PathBuf>,
 }
+
+/// Why a file a command moved into the tracked tree is not the task's.
+const MOVED_IN: &str = "it existed before the task (a command moved it here), so undo and rollback leave it in place";
 
 /// What one command changed, for the model and the events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -124,6 +130,7 @@ impl Files {
     /// it creates them.
     pub(super) fn record_new_dirs(&mut self, path: &Path) -> io::Result<()> {
         let root = self.root().to_path_buf();
+        crate::agent::confined::check_depth(path.strip_prefix(&root).unwrap_or(path))?;
         let mut missing: Vec<PathBuf> = path
             .ancestors()
             .skip(1)
@@ -138,10 +145,17 @@ impl Files {
         self.checkpoint_begun()?.record_dirs(&missing)
     }
 
+    /// Refuses a write too many directories deep before anything is
+    /// checkpointed (the depth is what made it costly).
+    pub(super) fn check_depth(&self, path: &Path) -> io::Result<()> {
+        crate::agent::confined::check_depth(path.strip_prefix(self.root()).unwrap_or(path))
+    }
+
     /// Gets ready to put `path` back to `bytes` in a rollback: a file a
     /// command replaced with a symlink or a directory-less special file
     /// must not be written through. Returns the mode to restore.
     pub(super) fn prepare_restore(&mut self, path: &Path, bytes: &[u8]) -> io::Result<Option<u32>> {
+        self.trash_foreign(path)?;
         let Some(mode) = self.effects.adopted.get(path).copied() else {
             return Ok(None);
         };
@@ -152,6 +166,56 @@ impl Files {
         }
         let original = self.originals.get(path).cloned().flatten();
         Ok(mode.filter(|_| original.as_deref() == Some(bytes)))
+    }
+
+    /// A file that existed before the task, other than the original, sits
+    /// at `path` (a command moved it over): into the trash with it before
+    /// the rollback writes or removes there.
+    fn trash_foreign(&mut self, path: &Path) -> io::Result<bool> {
+        let Some(checkpoint) = &self.checkpoint else {
+            return Ok(false);
+        };
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return Ok(false);
+        };
+        if !checkpoint.is_foreign(path, &meta) {
+            return Ok(false);
+        }
+        let trashed = checkpoint.trash(&self.disk, path)?;
+        self.effects.unrestorable.insert(
+            path.to_path_buf(),
+            format!(
+                "it existed before the task and a command moved it here; the rollback moved it to {} instead of deleting it",
+                trashed.display()
+            ),
+        );
+        Ok(true)
+    }
+
+    /// Removes `path`, a file the task created, for a rollback: a file
+    /// that existed before the task found there is not removed but moved
+    /// to the trash (if a command moved it from a tracked path that the
+    /// rollback restores) or left in place.
+    pub(super) fn remove_created(&mut self, path: &Path) -> io::Result<()> {
+        if self.effects.moved.contains_key(path) {
+            if self.trash_foreign(path)? {
+                return Ok(());
+            }
+        } else if let (Some(checkpoint), Ok(meta)) =
+            (&self.checkpoint, std::fs::symlink_metadata(path))
+        {
+            if checkpoint.is_foreign(path, &meta) {
+                self.effects
+                    .unrestorable
+                    .insert(path.to_path_buf(), MOVED_IN.to_owned());
+                return Ok(());
+            }
+        }
+        match self.disk.remove(path) {
+            Ok(()) => Ok(()),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(err) => Err(err),
+        }
     }
 
     /// After a rollback: removes the directories the task created that are
@@ -299,6 +363,22 @@ impl Files {
                 return CommandEffects::default();
             }
         };
+        let mut changed = changed;
+        // Deletions and changes first: a file moved within the tracked
+        // tree is known by its inode when its new path comes up.
+        changed.sort_by_key(|c| c.change == Change::Created);
+        let gone: std::collections::HashMap<(u64, u64), PathBuf> = changed
+            .iter()
+            .filter(|c| c.change == Change::Deleted)
+            .filter_map(|c| c.before.map(|b| ((b.dev, b.ino), c.path.clone())))
+            .collect();
+        for c in &changed {
+            if let (Change::Created, Some(after)) = (c.change, c.after) {
+                if let Some(from) = gone.get(&(after.dev, after.ino)) {
+                    self.effects.moved.insert(c.path.clone(), from.clone());
+                }
+            }
+        }
         let mut effects = CommandEffects::default();
         for c in changed {
             if let Some(reported) = self.take_change(&c) {
@@ -313,8 +393,16 @@ impl Files {
     /// directory, or no real change); `Err`: it cannot be undone.
     fn take_change(&mut self, c: &Changed) -> Option<Result<(), String>> {
         let kind = c.after.or(c.before).map(|s| s.kind)?;
+        let start = self.checkpoint.as_ref().map(|cp| i128::from(cp.started_at_ns()));
+        // A new path whose inode is older than the task: moved here by the
+        // command (from a gitignored or skipped place, or within the
+        // tree), not made by it. Never the task's to delete.
+        let moved_in = c.change == Change::Created
+            && c.after
+                .zip(start)
+                .is_some_and(|(after, start)| after.existed_before(start));
         if kind == Kind::Dir && c.before.is_none_or(|s| s.kind == Kind::Dir) {
-            if c.change == Change::Created {
+            if c.change == Change::Created && !moved_in {
                 if let Err(err) = self
                     .checkpoint_begun()
                     .and_then(|cp| cp.record_dirs(std::slice::from_ref(&c.path)))
@@ -325,6 +413,21 @@ impl Files {
             return None;
         }
         let current = read_regular(&c.path);
+        // Moved within the tracked tree from a path whose original the
+        // task keeps: undo puts that back, so this copy may go (to the
+        // trash). From anywhere else: left alone.
+        let moved_from = self
+            .effects
+            .moved
+            .get(&c.path)
+            .filter(|from| self.originals.get(*from).is_some_and(Option::is_some))
+            .cloned();
+        if moved_in && moved_from.is_none() && !self.originals.contains_key(&c.path) {
+            self.effects
+                .unrestorable
+                .insert(c.path.clone(), MOVED_IN.to_owned());
+            return Some(Err(MOVED_IN.to_owned()));
+        }
         if self.originals.contains_key(&c.path) {
             // Already the task's: what it leaves there now includes this.
             self.note_result(&c.path, current.as_deref());
@@ -383,6 +486,14 @@ impl Files {
                 .unrestorable
                 .insert(c.path.clone(), why.clone());
             return Some(Err(why));
+        }
+        let inode = c.before.map(|b| [b.dev, b.ino]);
+        if inode.is_some() || moved_from.is_some() {
+            if let Some(checkpoint) = &mut self.checkpoint {
+                if let Err(err) = checkpoint.note_prior(&c.path, inode, moved_from) {
+                    tracing::warn!(%err, "could not update the checkpoint");
+                }
+            }
         }
         Some(Ok(()))
     }

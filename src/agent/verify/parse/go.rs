@@ -85,7 +85,12 @@ pub(super) fn parse(output: &str, b: &mut Builder, root: &Path) -> Option<()> {
 
 /// The `module` line of `root/go.mod`.
 fn module_path(root: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(root.join("go.mod")).ok()?;
+    // The workspace's file: regular files only, capped.
+    let text = crate::fsread::read_regular_to_string(
+        &root.join("go.mod"),
+        crate::fsread::CONFIG_MAX_BYTES,
+    )
+    .ok()?;
     text.lines()
         .find_map(|l| l.trim().strip_prefix("module "))
         .map(|m| m.trim().trim_matches('"').to_string())
