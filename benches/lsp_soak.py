@@ -215,15 +215,17 @@ class Soak:
         return self.junk()
 
     def command(self, uri):
-        command = self.rng.choice(COMMANDS)
+        command = self.rng.choice(self.args.commands.split(",") if self.args.commands else COMMANDS)
         if command in TASK_COMMANDS:
             # Wrong types only: with no argument (or an empty one) these
             # start a real agent task, answered when it ends.
             wrong = [["x"], [5], [[1, 2]], "str", 7, [{"uri": 5}], [{"message": 5}],
-                     [{"message": ["x"], "uri": uri}], [{"uri": "not a uri"}]]
+                     [{"uri": "not a uri"}]]
             if self.args.agent_unknown_fields:
-                # Objects with unknown fields only: refused, or a task?
-                wrong += [[{"textDocument": 7}], [{"uri": uri, "range": 3}]]
+                # Objects with unknown fields: today fettle.fixDiagnostics
+                # ignores them and starts a task (area C's argument parsing).
+                wrong += [[{"textDocument": 7}], [{"uri": uri, "range": 3}],
+                          [{"message": ["x"], "uri": uri}]]
             return {"command": command, "arguments": self.rng.choice(wrong)}
         return {"command": command, "arguments": self.rng.choice(
             [None, [], [self.junk()], self.junk(), [{"uri": uri, "range": 3}]])}
@@ -233,8 +235,11 @@ class Soak:
         keys = []
         for _ in range(n):
             r = self.rng.random()
+            if self.args.only:  # one kind of message only (to find what costs)
+                r = {"req": 0.0, "unknown": 0.5, "note": 0.6, "valid": 0.8, "malformed": 0.9,
+                     "huge": 0.999}[self.rng.choice(self.args.only.split(","))]
             if r < 0.45:
-                method = self.rng.choice(METHODS_REQ)
+                method = self.rng.choice(self.args.methods.split(",") if self.args.methods else METHODS_REQ)
                 keys.append(self.request(method, self.wrong_params(method),
                                          omit_params=self.rng.random() < 0.05))
             elif r < 0.55:
@@ -280,7 +285,7 @@ class Soak:
     def huge_open(self, keys):
         # A huge buffer (grown and shrunk by edits), and its outline.
         uri = "file://" + os.path.join(self.ws, "open_huge_%d.py" % self.rng.randint(0, 2))
-        mb = self.rng.choice([0.5, 2, self.args.huge_mb])
+        mb = self.rng.choice(self.args.open_mb or [0.5, 2, self.args.huge_mb])
         text = "def h(x):\n    return x\n" * int(mb * 1_000_000 / 24)
         self.notify("textDocument/didOpen", {"textDocument": {
             "uri": uri, "languageId": "python", "version": 1, "text": text}})
@@ -348,7 +353,8 @@ class Soak:
         summary = {
             "minutes": a.minutes, "batch": a.batch, "seed": a.seed, "batches": batches,
             "messages": self.messages, "requests": len(self.requests), "late": len(late),
-            "lost": len(lost), "double_answers": len(doubles), "null_id_errors": self.null_errors,
+            "lost": len(lost), "double_answers": len(doubles),
+            "late_by_method": {m: sum(1 for _, lm, _ in late if lm == m) for m in sorted({lm for _, lm, _ in late})}, "null_id_errors": self.null_errors,
             "rss_min_mb": min(rss_seen) // 1024 if rss_seen else None,
             "rss_max_mb": max(rss_seen) // 1024 if rss_seen else None,
             "exit_code": code,
@@ -390,6 +396,11 @@ def main():
     p.add_argument("--window", type=float, default=1.0)
     p.add_argument("--huge-mb", type=float, default=12.0)
     p.add_argument("--max-rss-mb", type=int, default=300)
+    p.add_argument("--methods", help="comma-separated request methods to fuzz (default: all)")
+    p.add_argument("--commands", help="comma-separated commands for workspace/executeCommand")
+    p.add_argument("--only", help="comma-separated kinds: req,unknown,note,valid,malformed,huge")
+    p.add_argument("--open-mb", type=float, action="append",
+                   help="sizes (MB) of the documents opened and edited (default 0.5, 2 and --huge-mb)")
     p.add_argument("--agent-unknown-fields", action="store_true",
                    help="also send fettle.chat/fixDiagnostics argument objects with unknown fields")
     p.add_argument("--no-devices", action="store_true",

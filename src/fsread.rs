@@ -172,11 +172,6 @@ fn not_regular(path: &Path, kind: FileKind) -> ReadError {
 /// The returned metadata is the opened descriptor's (`fstat`). Reading from
 /// the file is up to the caller; prefer [`read_regular`].
 pub fn open_regular(path: &Path) -> Result<(File, Metadata), ReadError> {
-    if std::env::var_os("FETTLE_TMP_NOFSREAD").is_some() { // TEMP-TOGGLE
-        let f = File::open(path).map_err(|e| io_error(path, e))?; // TEMP-TOGGLE
-        let m = f.metadata().map_err(|e| io_error(path, e))?; // TEMP-TOGGLE
-        return Ok((f, m)); // TEMP-TOGGLE
-    } // TEMP-TOGGLE
     // stat first so a device is never even opened (opening some devices has
     // side effects); the fstat below closes the race with a swap.
     let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
@@ -206,9 +201,6 @@ pub fn open_regular(path: &Path) -> Result<(File, Metadata), ReadError> {
 
 /// Reads a regular file of at most `max_bytes` bytes.
 pub fn read_regular(path: &Path, max_bytes: u64) -> Result<Vec<u8>, ReadError> {
-    if std::env::var_os("FETTLE_TMP_NOFSREAD").is_some() { // TEMP-TOGGLE
-        return std::fs::read(path).map_err(|e| io_error(path, e)); // TEMP-TOGGLE
-    } // TEMP-TOGGLE
     let (file, meta) = open_regular(path)?;
     let too_large = |size| ReadError::TooLarge {
         path: path.to_path_buf(),

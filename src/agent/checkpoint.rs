@@ -315,6 +315,25 @@ impl CheckpointStore {
         Ok(all.iter().map(Checkpoint::info).collect())
     }
 
+    /// Why each checkpoint that cannot be opened is refused (corrupt, or
+    /// not signed by this user's Fettle), so undo can say so instead of
+    /// quietly reaching an older task.
+    pub fn refused(&self) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name().to_str()?.to_owned();
+                if check_task_id(&name).is_err() || !entry.path().join(MANIFEST).exists() {
+                    return None;
+                }
+                self.open(&name).err().map(|err| err.to_string())
+            })
+            .collect()
+    }
+
     /// Every readable checkpoint; unreadable ones are logged and skipped so
     /// one corrupt task does not hide the others.
     fn all(&self) -> io::Result<Vec<Checkpoint>> {
@@ -677,9 +696,7 @@ enum Outcome {
 /// `[dev, ino]` of the entry at `path`, not following a symlink.
 fn inode_of(path: &Path) -> Option<[u64; 2]> {
     use std::os::unix::fs::MetadataExt;
-    fs::symlink_metadata(path)
-        .ok()
-        .map(|m| [m.dev(), m.ino()])
+    fs::symlink_metadata(path).ok().map(|m| [m.dev(), m.ino()])
 }
 
 fn not_recorded(path: &Path) -> io::Error {

@@ -486,3 +486,56 @@ fn render_line(matcher: &RegexMatcher, bytes: &[u8]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hard link's other name may be outside the workspace: skipped and,
+    /// named directly, refused — unless `agent.allow_hardlinks`.
+    #[test]
+    fn hard_linked_files_are_refused_unless_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(outside.path().join("vault.txt"), "needle in the vault\n").unwrap();
+        std::fs::hard_link(outside.path().join("vault.txt"), root.join("notes.md")).unwrap();
+        std::fs::write(root.join("plain.md"), "a needle here\n").unwrap();
+        let none = |_: &Path| None;
+        let found = search_with_options(
+            root,
+            &SearchArgs::literal("needle"),
+            &none,
+            SearchOptions::default(),
+        )
+        .unwrap();
+        let paths: Vec<&str> = found.matches.iter().map(|m| m.path.as_str()).collect();
+        assert_eq!(paths, ["plain.md"]);
+        let named = SearchArgs {
+            path: Some(root.join("notes.md")),
+            ..SearchArgs::literal("needle")
+        };
+        let err = search_with_options(root, &named, &none, SearchOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("agent.allow_hardlinks"), "{err}");
+        let allowed = SearchOptions {
+            allow_hardlinks: true,
+        };
+        let found = search_with_options(root, &named, &none, allowed).unwrap();
+        assert_eq!(found.matches.len(), 1);
+    }
+
+    /// A FIFO among the files is not read (the search would block on it).
+    #[test]
+    fn a_fifo_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let fifo = std::ffi::CString::new(root.join("pipe.txt").to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path we own, with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::fs::write(root.join("a.txt"), "needle\n").unwrap();
+        let file = open_checked(&root.join("pipe.txt"), SearchOptions::default());
+        assert!(file.is_err());
+        let found = search(root, &SearchArgs::literal("needle")).unwrap();
+        assert_eq!(found.matches.len(), 1);
+    }
+}

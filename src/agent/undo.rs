@@ -71,10 +71,18 @@ pub fn checkpoint(root: &Path, task: Option<&str>) -> Result<Checkpoint, UndoErr
         Some(id) => store
             .open(id)
             .map_err(|err| UndoError::NotFound(err.to_string())),
-        None => store
-            .latest()
-            .map_err(UndoError::Store)?
-            .ok_or_else(|| UndoError::NotFound(format!("no task to undo in {}", root.display()))),
+        None => {
+            // A checkpoint changed behind Fettle's back may be the latest
+            // task: undo nothing rather than an older task unasked.
+            if let Some(why) = store.refused().into_iter().next() {
+                return Err(UndoError::NotFound(format!(
+                    "{why} (or undo an earlier task with --task ID / {{\"taskId\"}})"
+                )));
+            }
+            store.latest().map_err(UndoError::Store)?.ok_or_else(|| {
+                UndoError::NotFound(format!("no task to undo in {}", root.display()))
+            })
+        }
     }
 }
 

@@ -237,6 +237,16 @@ fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
     for (path, why) in &report.kept_dirs {
         eprintln!("kept {}/ ({why})", path.display());
     }
+    for (path, why) in &report.left {
+        eprintln!("kept {} ({why})", path.display());
+    }
+    for (path, trash) in &report.trashed {
+        eprintln!(
+            "moved {} to {} (kept, not deleted)",
+            path.display(),
+            trash.display()
+        );
+    }
     if json {
         let out = serde_json::json!({
             "taskId": undone.task_id,
@@ -244,6 +254,8 @@ fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
             "skipped": report.skipped.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
             "removedDirectories": report.removed_dirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "keptDirectories": report.kept_dirs.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
+            "kept": report.left.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
+            "trashed": report.trashed.iter().map(|(p, to)| serde_json::json!({"path": p.display().to_string(), "movedTo": to.display().to_string()})).collect::<Vec<_>>(),
         });
         println!("{out}");
     }

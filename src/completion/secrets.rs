@@ -5,7 +5,8 @@
 //!
 //! The redactor is cached: rebuilding it walks the workspace for dotenv
 //! files, so it is rebuilt only when the root, Fettle's key store or the
-//! open secret buffers' values change, or after [`MAX_AGE`] (a `.env`
+//! open secret buffers' values change, or after [`MAX_AGE`] (longer when
+//! the walk is slow: [`AGE_PER_WALK`]; a `.env`
 //! edited on disk is picked up within that).
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -22,11 +23,19 @@ pub const MAX_AGE: Duration = Duration::from_secs(10);
 /// completion in ~30 of a steady user did, the p99 of the idle round trip).
 const REFRESH_AHEAD: Duration = Duration::from_secs(7);
 
+/// The walk for dotenv files covers the whole workspace (any depth,
+/// `node_modules` included): in a huge tree it takes long, so a redactor
+/// whose walk took `w` is trusted for at least `w` × this (a 0.5 s walk
+/// every 10 s would be 5% of a core, forever).
+const AGE_PER_WALK: u32 = 40;
+
 struct Cached {
     root: Option<PathBuf>,
     generation: u64,
     extra: Vec<String>,
     built: Instant,
+    /// How long collecting its values took (see [`AGE_PER_WALK`]).
+    walk: Duration,
     redactor: Arc<Redactor>,
     /// A rebuild ahead of time is under way.
     refreshing: bool,
@@ -56,7 +65,9 @@ impl RedactorCache {
     /// reset): prompts built ahead with it stay current.
     fn rebuild(&self, root: Option<&Path>, extra: Vec<String>) -> Arc<Redactor> {
         let generation = crate::secrets::store::generation();
+        let started = Instant::now();
         let values = Redactor::sources(root, extra.clone());
+        let walk = started.elapsed();
         let current = self
             .inner
             .lock()
@@ -76,6 +87,7 @@ impl RedactorCache {
             generation,
             extra,
             built: Instant::now(),
+            walk,
             redactor: Arc::clone(&redactor),
             refreshing: false,
         });
@@ -104,7 +116,7 @@ impl RedactorCache {
                 c.root.as_deref() == root
                     && c.generation == generation
                     && c.extra == extra
-                    && c.built.elapsed() < MAX_AGE
+                    && c.built.elapsed() < MAX_AGE.max(c.walk * AGE_PER_WALK)
             })
             .map(|c| Arc::clone(&c.redactor));
         (extra, cached)
@@ -128,7 +140,10 @@ impl RedactorCache {
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             inner
                 .as_mut()
-                .filter(|c| !c.refreshing && c.built.elapsed() >= REFRESH_AHEAD)
+                .filter(|c| {
+                    let ahead = REFRESH_AHEAD.max(c.walk * (AGE_PER_WALK * 7 / 10));
+                    !c.refreshing && c.built.elapsed() >= ahead
+                })
                 .map(|c| c.refreshing = true)
                 .is_some()
         };

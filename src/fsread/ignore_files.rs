@@ -74,7 +74,6 @@ fn refusal(path: &Path) -> Option<ReadError> {
 /// The first ignore file in `dir` the `ignore` crate must not read, with
 /// why (the message names the file).
 pub fn hostile_ignore_file(dir: &Path) -> Option<ReadError> {
-    if std::env::var_os("FETTLE_TMP_NOGUARD").is_some() { return None; } // TEMP-TOGGLE
     candidates(dir).iter().find_map(|path| refusal(path))
 }
 

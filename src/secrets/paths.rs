@@ -50,3 +50,21 @@ fn is_secret_name(path: &Path) -> bool {
     name.rsplit_once('.')
         .is_some_and(|(stem, ext)| !stem.is_empty() && EXTENSIONS.contains(&ext))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_symlink_to_a_secret_file_is_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join(".env"), "A_TOKEN=x\n").unwrap();
+        std::fs::write(root.join("readme.md"), "hi\n").unwrap();
+        std::os::unix::fs::symlink(root.join(".env"), root.join("notes.txt")).unwrap();
+        std::os::unix::fs::symlink(root.join("readme.md"), root.join("docs.md")).unwrap();
+        assert!(is_secret_path(&root.join("notes.txt")));
+        assert!(!is_secret_path(&root.join("docs.md")));
+        assert!(!is_secret_path(&root.join("readme.md")));
+    }
+}

@@ -493,9 +493,11 @@ fn a_file_a_command_changed_is_restored_from_its_recorded_original() {
     let f = fixture();
     let data = f.root.join("data.json");
     let made = f.root.join("out.txt");
+    // The task began before its command wrote them (undo never removes a
+    // file older than the task).
+    let mut cp = f.store.begin("t1", "goal").unwrap();
     fs::write(&data, "{\"v\": 2}\n").unwrap();
     fs::write(&made, "made\n").unwrap();
-    let mut cp = f.store.begin("t1", "goal").unwrap();
     // A command already changed them: the originals come from elsewhere.
     cp.record_prior(&data, Some((b"{\"v\": 1}\n", 0o640)))
         .unwrap();

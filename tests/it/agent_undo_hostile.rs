@@ -35,7 +35,10 @@ fn workspace(temp: &Path) -> PathBuf {
         ("local/notes.txt", NOTES),
         ("node_modules/pkg/data.json", DATA),
         (".git/HEAD", "ref: refs/heads/main\n"),
-        (".git/refs/heads/main", "0123456789abcdef0123456789abcdef01234567\n"),
+        (
+            ".git/refs/heads/main",
+            "0123456789abcdef0123456789abcdef01234567\n",
+        ),
         (".git/objects/01/23456789abcdef", "history\n"),
         (".git/config", "[core]\n\tbare = false\n"),
     ] {
@@ -203,7 +206,7 @@ fn git_stays_in_place_without_namespaces_and_after_undo() {
     let cache = temp.path().join("cache");
     let git_before = tree(&ws.join(".git"));
     let env = [("FETTLE_SANDBOX_DISABLE", "namespaces")];
-    let attack = "mv .git .git-away && mkdir .git; rm -rf .git/objects .git/refs; mv .git/HEAD HEAD.stolen; echo made > out.txt";
+    let attack = "mv .git .git-away && mkdir .git; rm -rf .git/objects .git/refs; mv .git/HEAD HEAD.stolen; echo evil > .git/hooks-post-commit; mkdir -p .git/hooks && echo evil > .git/hooks/post-commit; printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config; echo made > out.txt";
     let (result, stderr, _mock) = fix(
         &ws,
         &cache,
@@ -213,7 +216,11 @@ fn git_stays_in_place_without_namespaces_and_after_undo() {
     );
     assert_eq!(result["status"], "success", "{result:#}\n{stderr}");
     assert!(!ws.join(".git-away").exists(), ".git was renamed away");
-    assert_eq!(tree(&ws.join(".git")), git_before, ".git changed by the command");
+    assert_eq!(
+        tree(&ws.join(".git")),
+        git_before,
+        ".git changed by the command"
+    );
     let (_, stderr) = undo(&ws, &cache, &env);
     assert!(!ws.join("out.txt").exists(), "undo did not run: {stderr}");
     assert_eq!(
@@ -239,10 +246,20 @@ fn undo_refuses_a_manifest_changed_behind_its_back() {
         &ws,
         &cache,
         script,
-        &["--goal", "set X", "--test", "grep -rq 'X = 2' --include=*.py ."],
+        &[
+            "--goal",
+            "set X",
+            "--test",
+            "grep -rq 'X = 2' --include=*.py .",
+        ],
         &[],
     );
-    assert_eq!(result["status"], "success", "{result:#}\n{stderr}\n{:?}", _mock.bodies());
+    assert_eq!(
+        result["status"],
+        "success",
+        "{result:#}\n{stderr}\n{:?}",
+        _mock.bodies()
+    );
     let victim = temp.path().join("victim");
     std::fs::create_dir_all(&victim).unwrap();
     std::fs::write(victim.join("app.py"), "someone else's\n").unwrap();
@@ -250,10 +267,10 @@ fn undo_refuses_a_manifest_changed_behind_its_back() {
     let mut json: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
     json["root"] = Value::from(victim.display().to_string());
     for file in json["files"].as_array_mut().unwrap() {
-        let path = file["path"].as_str().unwrap().replace(
-            ws.to_str().unwrap(),
-            victim.to_str().unwrap(),
-        );
+        let path = file["path"]
+            .as_str()
+            .unwrap()
+            .replace(ws.to_str().unwrap(), victim.to_str().unwrap());
         file["path"] = Value::from(path);
     }
     std::fs::write(&manifest, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
@@ -264,7 +281,10 @@ fn undo_refuses_a_manifest_changed_behind_its_back() {
     );
     assert_ne!(code, 0, "{stderr}");
     assert!(stderr.contains("not signed"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(ws.join("app.py")).unwrap(), "X = 2\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("app.py")).unwrap(),
+        "X = 2\n"
+    );
 }
 
 fn walkdir_manifest(dir: &Path) -> PathBuf {
@@ -356,7 +376,10 @@ async fn the_python_checker_does_not_run_a_workspace_py_compile() {
         &tokio_util::sync::CancellationToken::new(),
     )
     .await;
-    assert!(!ws.join("PWNED").exists(), "the workspace's py_compile.py ran");
+    assert!(
+        !ws.join("PWNED").exists(),
+        "the workspace's py_compile.py ran"
+    );
     assert!(
         report.runs[0]
             .diagnostics
@@ -414,6 +437,7 @@ open('count.txt', 'w').write(str(n))
         .trim()
         .parse()
         .unwrap();
+    eprintln!("{count} of 400 forks succeeded with a process limit of 300");
     assert!(
         (10..300).contains(&count),
         "{count} processes forked with a limit of 300"

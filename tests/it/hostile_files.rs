@@ -182,6 +182,18 @@ fn cli_commands_refuse_a_hostile_fettle_toml_and_exit() {
                 &ran.stderr
             };
             kind.check_message(said, "fettle.toml", &what);
+            // As for a file that does not parse (docs/configuration.md).
+            let expected = match args[0] {
+                "index" => 0,
+                "doctor" => 1,
+                _ => 2,
+            };
+            assert_eq!(
+                ran.status.unwrap().code(),
+                Some(expected),
+                "{what} ({kind:?}): {}",
+                ran.stderr
+            );
         }
     }
     assert!(
@@ -235,19 +247,26 @@ fn document_symbol_of_an_unopened_non_file_is_an_error_at_once() {
         assert_eq!(error["code"], -32602, "{kind:?}: invalid params: {error}");
         kind.check_message(error["message"].as_str().unwrap(), &name, "documentSymbol");
     }
-    // The device itself, named by its own URI.
-    let error = lsp
-        .request(
-            "textDocument/documentSymbol",
-            json!({ "textDocument": { "uri": "file:///dev/zero" } }),
-        )
-        .expect_err("/dev/zero has no symbols");
-    assert!(
-        error["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("/dev/zero") && m.contains("character device")),
-        "{error}"
-    );
+    // The devices themselves, named by their own URIs (the server's stdin
+    // is the pipe the client writes to: reading it would eat the protocol).
+    for (uri, said) in [
+        ("file:///dev/zero", "character device"),
+        ("file:///dev/stdin", "FIFO"),
+    ] {
+        let error = lsp
+            .request(
+                "textDocument/documentSymbol",
+                json!({ "textDocument": { "uri": uri } }),
+            )
+            .expect_err("a device has no symbols");
+        let path = uri.trim_start_matches("file://");
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(path) && m.contains(said)),
+            "{error}"
+        );
+    }
     // The server is fine: a real unopened file still works.
     assert_eq!(
         lsp.symbol_names(&file_uri(&ws.path().join("ok.py"))),

@@ -511,3 +511,32 @@ fn real_python_source_is_left_alone() {
         assert_eq!(out, text.as_str(), "{name} changed");
     }
 }
+
+/// A `.env` that is a FIFO, or a link to `/dev/zero` or `/dev/stdin`, is
+/// refused at once: the walk neither hangs nor reads without end, and the
+/// workspace's other dotenv files are still read.
+#[test]
+fn dotenv_files_that_are_not_regular_files_are_refused_without_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let fifo = std::ffi::CString::new(root.join(".env").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a path we own, with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink("/dev/zero", root.join(".env.local")).unwrap();
+    std::os::unix::fs::symlink("/dev/stdin", root.join(".env.stdin")).unwrap();
+    std::fs::create_dir_all(root.join("app")).unwrap();
+    std::fs::write(root.join("app/.env"), "REAL_TOKEN=Zq8xR2mK9vLpW4nT\n").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(
+            Redactor::from_workspace(&root)
+                .redact("x Zq8xR2mK9vLpW4nT")
+                .into_owned(),
+        );
+    });
+    // A hang fails the test instead of hanging CI.
+    let out = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("building the redactor hung on a FIFO or device named .env");
+    assert_eq!(out, "x [REDACTED]");
+}

@@ -119,13 +119,8 @@ fn random(out: &mut [u8]) -> io::Result<()> {
     let mut filled = 0;
     while filled < out.len() {
         // SAFETY: writes at most `out.len() - filled` bytes into `out`.
-        let n = unsafe {
-            libc::getrandom(
-                out[filled..].as_mut_ptr().cast(),
-                out.len() - filled,
-                0,
-            )
-        };
+        let n =
+            unsafe { libc::getrandom(out[filled..].as_mut_ptr().cast(), out.len() - filled, 0) };
         if n < 0 {
             let err = io::Error::last_os_error();
             if err.kind() == io::ErrorKind::Interrupted {

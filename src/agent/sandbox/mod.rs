@@ -437,7 +437,9 @@ mod tests {
         let dead = child.id();
         child.wait().unwrap();
         let gone = parent.path().join(format!("tmp-{dead}-abc"));
-        let live = parent.path().join(format!("tmp-{}-def", std::process::id()));
+        let live = parent
+            .path()
+            .join(format!("tmp-{}-def", std::process::id()));
         let other = parent.path().join("unrelated");
         for dir in [&gone, &live, &other] {
             std::fs::create_dir_all(dir.join("sub")).unwrap();

@@ -76,7 +76,10 @@ pub fn restrict_self(
         // path_beneath_rules skips paths that do not exist and narrows the
         // rights of a file to the ones a file can have.
         created = created
-            .add_rules(landlock::path_beneath_rules([path], rights & AccessFs::from_all(abi)))
+            .add_rules(landlock::path_beneath_rules(
+                [path],
+                rights & AccessFs::from_all(abi),
+            ))
             .map_err(fail)?;
     }
     let status = created.restrict_self().map_err(fail)?;

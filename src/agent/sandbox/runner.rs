@@ -183,7 +183,7 @@ fn cap_processes() {
     {
         return;
     }
-    let max = (limit.rlim_cur as u64).saturating_add(1).max(MIN_PID_MAX);
+    let max = limit.rlim_cur.saturating_add(1).max(MIN_PID_MAX);
     if let Err(err) = std::fs::write("/proc/sys/kernel/pid_max", max.to_string()) {
         // SAFETY: geteuid cannot fail.
         if unsafe { libc::geteuid() } == 0 {

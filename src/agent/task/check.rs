@@ -83,8 +83,15 @@ impl Verification {
         out.push_str(&format!(" ({})\n", self.score.describe()));
         if !self.syntax.is_empty() {
             out.push_str("Syntax errors:\n");
-            for line in &self.syntax {
+            // Thousands of files a command wrote: the first few, counted.
+            for line in self.syntax.iter().take(MAX_CHECKER_LINES) {
                 out.push_str(&format!("  {line}\n"));
+            }
+            if self.syntax.len() > MAX_CHECKER_LINES {
+                out.push_str(&format!(
+                    "  … and {} more\n",
+                    self.syntax.len() - MAX_CHECKER_LINES
+                ));
             }
         }
         if self.score.checker_errors > 0 {

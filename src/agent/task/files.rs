@@ -311,6 +311,11 @@ impl Files {
             .collect()
     }
 
+    /// The current bytes of `paths`.
+    pub fn capture_paths<'a>(&self, paths: impl Iterator<Item = &'a Path>) -> TreeBytes {
+        paths.map(|p| (p.to_path_buf(), self.bytes(p))).collect()
+    }
+
     /// The touched files as they were before the task.
     pub fn originals(&self) -> TreeBytes {
         self.originals.clone()

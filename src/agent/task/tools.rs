@@ -211,7 +211,9 @@ impl Task {
         }
         if !file_ops.is_empty() {
             let ops: Vec<FileOp> = file_ops.iter().map(|(_, op)| op.clone()).collect();
-            let before = self.files.capture();
+            // Only the step's files: a huge file a command wrote is not
+            // read again for every edit.
+            let before = self.files.capture_paths(ops.iter().map(FileOp::path));
             let reports = self.files.apply_step(&ops).await;
             for report in reports {
                 let Some((call_index, _)) = file_ops.get(report.index) else {
@@ -241,21 +243,21 @@ impl Task {
         Ok(messages)
     }
 
-    /// An `edit` event per file the step changed, with its diff.
+    /// An `edit` event per file the step changed, with its diff (`before`
+    /// holds every file of the step).
     fn report_edits(&mut self, before: &super::files::TreeBytes) {
-        for path in self.files.touched.clone() {
-            let old = before.get(&path).cloned().flatten();
-            let new = self.files.bytes(&path);
-            if old == new {
+        for (path, old) in before {
+            let new = self.files.bytes(path);
+            if *old == new {
                 continue;
             }
             self.dirty = true;
-            let rel = self.files.paths.relative(&path);
+            let rel = self.files.paths.relative(path);
             let diff = super::diff::unified(&rel, old.as_deref(), new.as_deref());
             self.event(
                 EventKind::Edit,
                 format!("Edited {rel}"),
-                json!({ "path": rel, "uri": file_uri(&path), "diff": diff }),
+                json!({ "path": rel, "uri": file_uri(path), "diff": diff }),
             );
         }
     }

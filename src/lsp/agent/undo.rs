@@ -118,6 +118,21 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
             names.join(", ")
         ));
     }
+    // Files that existed before the task: never deleted by undo.
+    let kept: Vec<String> = report
+        .left
+        .iter()
+        .map(|(p, why)| format!("{} ({why})", rel(p)))
+        .chain(
+            report
+                .trashed
+                .iter()
+                .map(|(p, to)| format!("{} (moved to {})", rel(p), to.display())),
+        )
+        .collect();
+    if !kept.is_empty() {
+        message.push_str(&format!(".\nKept, not deleted: {}", kept.join(", ")));
+    }
     for note in &notes {
         message.push_str(&format!(".\n{note}"));
     }

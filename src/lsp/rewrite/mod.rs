@@ -387,6 +387,15 @@ fn forward_text(
         // notification per token would cost more than the rest of the
         // rewrite); the end of the stream flushes at once.
         let send = |text: String| {
+            // A server that ignores `max_tokens` streams without end: no
+            // notification past the documented size.
+            let text = match crate::agent::output::bound_text(
+                &text,
+                crate::agent::output::MAX_FIELD_BYTES,
+            ) {
+                std::borrow::Cow::Borrowed(_) => text,
+                std::borrow::Cow::Owned(cut) => cut,
+            };
             client.send_notification::<TaskEventNotification>(TaskEvent {
                 task_id: id.clone(),
                 kind: EventKind::Text,
@@ -426,13 +435,17 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-async fn event(state: &State, id: &str, kind: EventKind, text: &str, data: Value) {
+async fn event(state: &State, id: &str, kind: EventKind, text: &str, mut data: Value) {
+    use crate::agent::output::{bound_json, bound_text, MAX_EVENT_BYTES, MAX_FIELD_BYTES};
+    // Within the documented sizes, like the agent's events.
+    let text = bound_text(text, MAX_FIELD_BYTES);
+    bound_json(&mut data, MAX_EVENT_BYTES - MAX_FIELD_BYTES - 256);
     state
         .client
         .send_notification::<TaskEventNotification>(TaskEvent {
             task_id: id.to_owned(),
             kind,
-            text: text.to_owned(),
+            text: text.into_owned(),
             data,
         })
         .await;

@@ -131,6 +131,13 @@ fn read_values(path: &Path, whole: bool) -> Result<Vec<String>, String> {
                 .to_owned(),
         );
     }
+    if reader.into_inner().limit() == 0 {
+        tracing::warn!(
+            path = %path.display(),
+            max = MAX_ENV_READ,
+            "redactor: a dotenv file is larger than the cap; the values past it are not redacted"
+        );
+    }
     Ok(values_of(parse(lines.iter().map(String::as_str)), !whole))
 }
 

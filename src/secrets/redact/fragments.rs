@@ -30,12 +30,19 @@ const MAX_PIECE: usize = 64;
 const MIN_VALUE: usize = 6;
 /// Split reads remembered across texts.
 const MAX_PENDING: usize = 64;
+/// Texts after which an open split read is forgotten: the reads of one
+/// attack come in consecutive tool results (with, at most, the model's
+/// own message and a few other results between them); a stale one could
+/// only misfire on a later line that happens to start alike.
+const MAX_PENDING_AGE: u32 = 8;
 
 /// A value read up to `at` bytes: what follows is its continuation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Pending {
     value: usize,
     at: usize,
+    /// Texts seen since it was opened.
+    age: u32,
 }
 
 /// The split reads still open after the task's previous tool outputs.
@@ -95,6 +102,10 @@ impl Prefixes {
         }
         let mut local = Window::default();
         let window = window.unwrap_or(&mut local);
+        window.pending.retain_mut(|p| {
+            p.age += 1;
+            p.age <= MAX_PENDING_AGE
+        });
         let bytes = text.as_bytes();
         let mut start = 0;
         while start < bytes.len() {
@@ -149,6 +160,7 @@ impl Prefixes {
                     continued.push(Pending {
                         value: p.value,
                         at: p.at + m,
+                        age: 0,
                     });
                 }
             }
@@ -180,6 +192,7 @@ impl Prefixes {
             window.pending.push(Pending {
                 value,
                 at: piece.len(),
+                age: 0,
             });
             break;
         }
@@ -227,5 +240,11 @@ mod tests {
         );
         // A line that merely starts alike elsewhere is left alone.
         assert!(p.find("8xR nothing", Some(&mut window)).is_empty());
+        // An open split read is forgotten after a few texts.
+        p.find("TOKEN=sk-Zq", Some(&mut window));
+        for _ in 0..MAX_PENDING_AGE {
+            p.find("unrelated", Some(&mut window));
+        }
+        assert!(p.find("8xR2m", Some(&mut window)).is_empty());
     }
 }

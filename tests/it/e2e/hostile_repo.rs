@@ -41,6 +41,7 @@ struct Ran {
 
 /// Runs `cmd` to its end, or kills it after [`HANG`]; its peak RSS (and its
 /// waited-for children's) comes from `wait4`, not from sampling.
+#[allow(clippy::zombie_processes)] // reaped by `wait4` below, which std cannot do
 fn run_bounded(cmd: &mut Command) -> Ran {
     let started = Instant::now();
     let mut child = cmd

@@ -41,7 +41,8 @@ pub(super) struct Effects {
 }
 
 /// Why a file a command moved into the tracked tree is not the task's.
-const MOVED_IN: &str = "it existed before the task (a command moved it here), so undo and rollback leave it in place";
+const MOVED_IN: &str =
+    "it existed before the task (a command moved it here), so undo and rollback leave it in place";
 
 /// What one command changed, for the model and the events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -393,7 +394,10 @@ impl Files {
     /// directory, or no real change); `Err`: it cannot be undone.
     fn take_change(&mut self, c: &Changed) -> Option<Result<(), String>> {
         let kind = c.after.or(c.before).map(|s| s.kind)?;
-        let start = self.checkpoint.as_ref().map(|cp| i128::from(cp.started_at_ns()));
+        let start = self
+            .checkpoint
+            .as_ref()
+            .map(|cp| i128::from(cp.started_at_ns()));
         // A new path whose inode is older than the task: moved here by the
         // command (from a gitignored or skipped place, or within the
         // tree), not made by it. Never the task's to delete.
