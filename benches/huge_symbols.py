@@ -10,7 +10,13 @@ still in sync?), and prints the time and the response size. `/usr/bin/time
 -v` reports the peak RSS: of the server only when run as
 `... --rss`, which wraps the server itself in `/usr/bin/time -v`.
 """
-import json, os, subprocess, sys, tempfile, time
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
 
 def frame(msg):
     body = json.dumps(msg).encode()

@@ -16,7 +16,16 @@ Prints one line per batch and a summary (JSON on the last line); exits 1
 when a request was lost, late or answered twice, the server died, or the
 RSS went past --max-rss-mb.
 """
-import argparse, json, os, random, socket, subprocess, sys, tempfile, threading, time
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 
 METHODS_REQ = [
     "textDocument/documentSymbol", "workspace/symbol", "textDocument/codeAction",
@@ -367,12 +376,12 @@ class Soak:
             pass
         for k, method, params in late[:20]:
             took = self.answered_at.get(k, float("nan")) - self.sent_at.get(k, float("nan"))
-            print("late: id %s %s %s -> after %.1f s: %s" % (k, method, params, took,
+            print("late: id {} {} {} -> after {:.1f} s: {}".format(k, method, params, took,
                                                           self.answer_text.get(k, "(none)")))
         for k in doubles[:20]:
-            print("double: id %s %s" % (k, self.requests[k]))
+            print(f"double: id {k} {self.requests[k]}")
         for k in lost[:20]:
-            print("lost: id %s %s" % (k, self.requests[k]))
+            print(f"lost: id {k} {self.requests[k]}")
         print(json.dumps(summary))
         bad = late or lost or doubles or code != 0 or (
             rss_seen and max(rss_seen) // 1024 > a.max_rss_mb)

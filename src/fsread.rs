@@ -53,7 +53,7 @@ impl FileKind {
         }
     }
 
-    fn describe(self) -> &'static str {
+    pub fn describe(self) -> &'static str {
         match self {
             Self::Fifo => "a FIFO (a pipe)",
             Self::CharDevice => "a character device",

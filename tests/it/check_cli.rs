@@ -283,3 +283,40 @@ fn doctor_lists_the_checkers_it_would_run() {
         "a Python checker or what to install: {stdout}"
     );
 }
+
+#[test]
+fn a_checker_that_walks_the_tree_is_not_run_over_a_fifo_or_a_device() {
+    // `cat *.py` stands for ruff or tsc: a checker that finds the files
+    // itself. Over a FIFO it would block until `check.timeout_s`; over a
+    // link to /dev/zero it would read until its memory limit.
+    for trap in ["fifo", "zero"] {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("x.py"), "x = 1\n").unwrap();
+        let bad = ws.path().join("trap.py");
+        if trap == "fifo" {
+            let made = std::process::Command::new("mkfifo").arg(&bad).status();
+            assert!(made.unwrap().success());
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &bad).unwrap();
+        }
+        std::fs::write(
+            ws.path().join("fettle.toml"),
+            "[check]\ntimeout_s = 20\n\n[check.commands]\npython = \"cat *.py > /dev/null\"\n",
+        )
+        .unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let out = fettle(&["check", ws.path().to_str().unwrap()], cache.path());
+        let stderr = text(&out.stderr);
+        let both = format!("{}{stderr}", text(&out.stdout));
+        let said = if trap == "fifo" {
+            "trap.py is a FIFO"
+        } else {
+            "trap.py is a character device"
+        };
+        assert!(
+            both.contains(said) && both.contains("was not run"),
+            "{trap}: {both}"
+        );
+        assert_eq!(out.status.code(), Some(1), "{trap}: {stderr}");
+    }
+}

@@ -101,6 +101,16 @@ pub async fn run_checkers(
         if cancel.is_cancelled() {
             break;
         }
+        if !checker.per_file() {
+            // A checker that walks the tree itself would block on a FIFO
+            // or read `/dev/zero` until its memory limit: a cloned
+            // repository must not be able to do that to `fettle check`.
+            let traps = traps(settings.root, checker);
+            if !traps.is_empty() {
+                report.runs.push(not_run(checker, &traps));
+                continue;
+            }
+        }
         let command = if checker.per_file() {
             let chosen = match files {
                 Some(files) => files
@@ -200,6 +210,57 @@ async fn run_one(
         "checker ran"
     );
     run
+}
+
+/// Most traps named in a message.
+const MAX_TRAPS_NAMED: usize = 5;
+
+/// The files `checker` covers that are not regular files (FIFOs, sockets,
+/// devices, links to them), walked as the checker would (`.gitignore`
+/// honoured): "pipe.py is a FIFO (a pipe)".
+fn traps(root: &Path, checker: &Checker) -> Vec<String> {
+    let mut walk = ignore::WalkBuilder::new(root);
+    if crate::fsread::ignore_files::guard_walk(&mut walk, root).is_err() {
+        // The walk refuses the root itself; the checker would hang on the
+        // same ignore file.
+        return vec![format!(
+            "an ignore file in {} is not a regular file",
+            root.display()
+        )];
+    }
+    walk.build()
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_type().is_some_and(|t| t.is_file() || t.is_dir()))
+        .filter(|e| checker.covers(e.path()))
+        .filter_map(|e| {
+            let kind = crate::fsread::non_regular_kind(e.path())
+                .filter(|k| *k != crate::fsread::FileKind::Directory)?;
+            let rel = e.path().strip_prefix(root).unwrap_or(e.path());
+            Some(format!("{} is {}", rel.display(), kind.describe()))
+        })
+        .take(MAX_TRAPS_NAMED + 1)
+        .collect()
+}
+
+/// The run of a checker Fettle did not start, and why.
+fn not_run(checker: &Checker, traps: &[String]) -> CheckRun {
+    let mut named = traps[..traps.len().min(MAX_TRAPS_NAMED)].join("; ");
+    if traps.len() > MAX_TRAPS_NAMED {
+        named.push_str("; …");
+    }
+    tracing::warn!(checker = %checker.name, "checker not run: {named}");
+    CheckRun {
+        checker: checker.clone(),
+        command: checker.command.clone(),
+        diagnostics: Vec::new(),
+        general: Vec::new(),
+        failure: Some(format!(
+            "`{}` was not run: {named} — it would block on it or read it without end; remove or replace it",
+            checker.command
+        )),
+        outside: 0,
+        elapsed: Duration::ZERO,
+    }
 }
 
 /// The project's files `checker` covers, as the index would walk them

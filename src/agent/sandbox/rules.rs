@@ -178,3 +178,41 @@ pub fn abi_version() -> i64 {
     };
     v.max(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_writable_dir_holding_a_protected_path_is_split() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for sub in [".git/objects", "src", "vendor/lib/.git", "vendor/lib/code"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        std::fs::write(root.join("app.py"), "").unwrap();
+        std::os::unix::fs::symlink("/", root.join("escape")).unwrap();
+        let protect = [root.join(".git"), root.join("vendor/lib/.git")];
+        let grants: std::collections::HashMap<PathBuf, _> =
+            split_writable(&[root.to_path_buf()], &protect)
+                .into_iter()
+                .collect();
+        let all = AccessFs::from_all(ABI_USED);
+        // Holding a protected entry: make and write, never remove or rename.
+        for holder in [
+            root.to_path_buf(),
+            root.join("vendor"),
+            root.join("vendor/lib"),
+        ] {
+            let rights = grants[&holder];
+            assert_eq!(rights, container_rights(), "{}", holder.display());
+            assert!(!rights.contains(AccessFs::RemoveDir) && !rights.contains(AccessFs::Refer));
+        }
+        for free in ["src", "app.py", "vendor/lib/code"] {
+            assert_eq!(grants[&root.join(free)], all, "{free}");
+        }
+        for none in [".git", "vendor/lib/.git", "escape"] {
+            assert!(!grants.contains_key(&root.join(none)), "{none} got a rule");
+        }
+    }
+}

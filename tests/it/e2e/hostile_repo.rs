@@ -256,12 +256,13 @@ fn serve(repo: &Repo, bad_config: bool) {
     assert!(init.get("result").is_some(), "initialize: {init}");
     lsp.notify("initialized", json!({}));
     if bad_config {
-        let shown = lsp.notification("window/showMessage", |m| {
-            m["params"]["message"]
+        // The predicate and the result are the notification's params.
+        let shown = lsp.notification("window/showMessage", |params| {
+            params["message"]
                 .as_str()
                 .is_some_and(|text| text.contains("fettle.toml"))
         });
-        assert!(shown["params"]["message"].is_string());
+        assert!(shown["message"].is_string());
     }
     for name in ["z.py", "pipe.py", "input.py"] {
         let uri = file_uri(&repo.ws.join(name));
