@@ -350,9 +350,14 @@ impl Task {
         let options = SearchOptions {
             allow_hardlinks: self.spec.allow_hardlinks,
         };
-        search_with_options(self.files.root(), &args, &|p: &Path| host.buffer(p), options)
-            .map(|r| r.render())
-            .map_err(|e| e.to_string())
+        search_with_options(
+            self.files.root(),
+            &args,
+            &|p: &Path| host.buffer(p),
+            options,
+        )
+        .map(|r| r.render())
+        .map_err(|e| e.to_string())
     }
 
     fn tool_repo_map(&self, call: &ToolCall) -> Result<String, String> {

@@ -373,6 +373,8 @@ mod tests {
         let end = hits.iter().map(|h| h.0.end).max().unwrap();
         assert_eq!(&text[start..end], &text[2..text.len() - 2]);
         // Nothing in ordinary text.
-        assert!(forms.find("fn main() { let answer = compute(\"hi\"); }").is_empty());
+        assert!(forms
+            .find("fn main() { let answer = compute(\"hi\"); }")
+            .is_empty());
     }
 }

@@ -155,7 +155,9 @@ fn git(ws: &Path, args: &[&str]) -> String {
 fn fake(tag: &str, seed: u32) -> String {
     let alphabet = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
     let body: String = (0..32u32)
-        .map(|i| alphabet[((i * 11 + seed * 17 + i * i * 3) % alphabet.len() as u32) as usize] as char)
+        .map(|i| {
+            alphabet[((i * 11 + seed * 17 + i * i * 3) % alphabet.len() as u32) as usize] as char
+        })
         .collect();
     format!("{tag}{body}")
 }
@@ -184,7 +186,11 @@ fn hostile_repo() -> Repo {
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::create_dir_all(cache.join("no-user-config")).unwrap();
 
-    std::fs::write(ws.join("app.py"), "def area(side):\n    return side * side\n").unwrap();
+    std::fs::write(
+        ws.join("app.py"),
+        "def area(side):\n    return side * side\n",
+    )
+    .unwrap();
     std::fs::write(
         ws.join("test_app.py"),
         "from app import area\n\n\ndef test_area():\n    assert area(3) == 9\n",
@@ -233,13 +239,7 @@ fn fettle_in(repo: &Repo, args: &[&str]) -> Command {
 /// The server opens the workspace, answers `initialize` and every request
 /// below promptly, whatever the workspace's files are, and stays small.
 fn serve(repo: &Repo, bad_config: bool) {
-    let mut lsp = Lsp::spawn_with(
-        &[],
-        &[(
-            "FETTLE_CACHE_DIR",
-            repo.cache.to_str().unwrap(),
-        )],
-    );
+    let mut lsp = Lsp::spawn_with(&[], &[("FETTLE_CACHE_DIR", repo.cache.to_str().unwrap())]);
     let pid = lsp.pid();
     let quick = Duration::from_secs(20);
     let uri = file_uri(&repo.ws);
@@ -266,7 +266,10 @@ fn serve(repo: &Repo, bad_config: bool) {
     }
     for name in ["z.py", "pipe.py", "input.py"] {
         let uri = file_uri(&repo.ws.join(name));
-        let id = lsp.send_request("textDocument/documentSymbol", json!({ "textDocument": { "uri": uri } }));
+        let id = lsp.send_request(
+            "textDocument/documentSymbol",
+            json!({ "textDocument": { "uri": uri } }),
+        );
         let answer = lsp.response_within(&id, quick);
         assert!(
             answer.get("error").is_some(),
@@ -334,6 +337,9 @@ fn a_hostile_repository_leaves_fettle_answering_small_and_the_repository_whole()
             run("truncate -s 1G big.bin"),
             run("mv local/notes.txt notes.txt; mv node_modules/pkg/data.json data.json"),
             run("mv .git .git-away && mkdir .git; ls -a"),
+            { "name": "write_file", "arguments": {
+                "path": "app.py", "content": "def area(side):\n    return side ** 2\n" } },
+            { "name": "write_file", "arguments": { "path": "done.txt", "content": "done\n" } },
         ] },
         { "text": "", "tool_calls": [
             run("cat a/b/c/d/e/.env .env.local"),
@@ -344,7 +350,7 @@ fn a_hostile_repository_leaves_fettle_answering_small_and_the_repository_whole()
             { "name": "search", "arguments": { "pattern": "TOK=" } },
             { "name": "read_file", "arguments": { "path": ".env.local" } },
         ] },
-        { "text": "I could not fix it." },
+        { "text": "Done." },
     ] });
     let mock = Mock::start(serde_json::from_value(script).unwrap());
     let user_config = repo.cache.join("no-user-config/fettle");
@@ -360,9 +366,24 @@ fn a_hostile_repository_leaves_fettle_answering_small_and_the_repository_whole()
 
     let ran = run_bounded(&mut fettle_in(
         &repo,
-        &["fix", "--json", "--yes", "--goal", "make it right", "--test", "test -f never.txt"],
+        &[
+            "fix",
+            "--json",
+            "--yes",
+            "--goal",
+            "make it right",
+            "--test",
+            "test -f done.txt",
+        ],
     ));
     assert_sane("fettle fix", &ran);
+    eprintln!(
+        "fettle fix: {:?}, {} bytes on stdout, peak {} MB\n{}",
+        ran.took,
+        ran.stdout_len,
+        ran.max_rss >> 20,
+        tail(&ran.stderr)
+    );
     assert!(
         ran.stdout_len < MAX_JSON_BYTES,
         "fettle fix --json printed {} bytes",
@@ -393,8 +414,21 @@ fn a_hostile_repository_leaves_fettle_answering_small_and_the_repository_whole()
         tail(&undo.stderr)
     );
 
+    // Undo put back what the task wrote.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("app.py")).unwrap(),
+        "def area(side):\n    return side * side\n",
+        "undo did not restore app.py: {}",
+        tail(&undo.stderr)
+    );
+    assert!(!ws.join("done.txt").exists(), "undo left done.txt");
+
     // The repository: its history, and the data that was there before.
-    assert_eq!(git(&ws, &["rev-parse", "HEAD"]), repo.head, "git history lost");
+    assert_eq!(
+        git(&ws, &["rev-parse", "HEAD"]),
+        repo.head,
+        "git history lost"
+    );
     git(&ws, &["fsck", "--no-progress"]);
     let notes = [ws.join("notes.txt"), ws.join("local/notes.txt")];
     assert!(

@@ -416,6 +416,23 @@ impl Files {
             }
             return None;
         }
+        if let Some(after) = c
+            .after
+            .filter(|a| a.kind == Kind::File && a.size > MAX_ADOPTED_BYTES)
+        {
+            // Restoring it later means holding it (rollback keeps the
+            // touched files in memory): a command's gigabyte of output
+            // would take the task's memory with it. Named, never read.
+            let why = format!(
+                "it is {} MiB, over the {} MiB Fettle keeps to restore a file; delete or restore it yourself",
+                after.size >> 20,
+                MAX_ADOPTED_BYTES >> 20
+            );
+            self.effects
+                .unrestorable
+                .insert(c.path.clone(), why.clone());
+            return Some(Err(why));
+        }
         let current = read_regular(&c.path);
         // Moved within the tracked tree from a path whose original the
         // task keeps: undo puts that back, so this copy may go (to the
@@ -555,6 +572,11 @@ impl Files {
         }
     }
 }
+
+/// The largest file a command made or changed that the task adopts
+/// (restores on rollback and undo); bigger ones are named as not
+/// restorable instead of being read into memory.
+const MAX_ADOPTED_BYTES: u64 = 64 << 20;
 
 /// The bytes of `path` if it is a regular file (a symlink is not followed).
 fn read_regular(path: &Path) -> Option<Vec<u8>> {
