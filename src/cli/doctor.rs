@@ -93,6 +93,14 @@ fn trust_status(layers: &ConfigLayers, resolved: &crate::config::Resolved, root:
     println!("workspace trust:");
     let file = crate::config::workspace_config_path(root);
     match layers.workspace_trust(&file) {
+        // Present but refused (a FIFO, a device, too large): its error is
+        // above; "no fettle.toml" would say the opposite of what is there.
+        None if std::fs::symlink_metadata(&file).is_ok() => {
+            println!(
+                "  {} could not be read (see above): nothing to trust",
+                file.display()
+            )
+        }
         None => println!("  no {} (nothing to trust)", file.display()),
         Some((sha256, true)) => println!("  {} trusted (sha256 {sha256})", file.display()),
         Some((sha256, false)) => {

@@ -41,10 +41,13 @@ pub fn run(args: TrustArgs) -> i32 {
     }
     let file = workspace_config_path(&root);
     let Some((sha256, trusted)) = layers.workspace_trust(&file) else {
-        eprintln!(
-            "fettle: {} does not exist or cannot be read; nothing to trust",
-            file.display()
-        );
+        // A file that is there but refused has had its reason printed above.
+        if errors.is_empty() || std::fs::symlink_metadata(&file).is_err() {
+            eprintln!(
+                "fettle: {} does not exist or cannot be read; nothing to trust",
+                file.display()
+            );
+        }
         return 2;
     };
     println!("workspace: {}", root.display());

@@ -27,6 +27,10 @@ pub struct OpenDocument {
     /// The syntax diagnostics last published (sent again with the
     /// checker's, which `lsp::checks` keeps per file).
     pub syntax_diagnostics: Vec<tower_lsp::lsp_types::Diagnostic>,
+    /// Held while the document is parsed, so a request arriving during the
+    /// open's parse waits for its tree instead of parsing the same text
+    /// beside it (two parses of a big file at once doubled peak memory).
+    pub parse_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl OpenDocument {
@@ -39,6 +43,7 @@ impl OpenDocument {
             analysis: CancellationToken::new(),
             revision,
             syntax_diagnostics: Vec::new(),
+            parse_lock: Arc::default(),
         }
     }
 

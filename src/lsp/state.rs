@@ -191,6 +191,15 @@ impl State {
     }
 
     async fn parse_snapshot(&self, uri: &Url, in_background: bool) -> Option<Snapshot> {
+        let current = self.snapshot(uri)?;
+        if !current.needs_reparse {
+            return Some(current);
+        }
+        drop(current);
+        // One parse of a document at a time; whoever waited takes the tree
+        // the other parse installed when the text is still the same.
+        let lock = self.documents.get(uri)?.parse_lock.clone();
+        let _parsing = lock.lock().await;
         let mut snapshot = self.snapshot(uri)?;
         if !snapshot.needs_reparse {
             return Some(snapshot);

@@ -265,15 +265,7 @@ fn a_hostile_model_gets_no_secret_from_fettle_fix() {
 
 // ---- Issue 39: side doors (files the redactor did not know, transforms) ----
 
-fn rot13(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            'a'..='z' => (((c as u8 - b'a') + 13) % 26 + b'a') as char,
-            'A'..='Z' => (((c as u8 - b'A') + 13) % 26 + b'A') as char,
-            _ => c,
-        })
-        .collect()
-}
+use crate::agent_common::rot13;
 
 fn rev(s: &str) -> String {
     s.chars().rev().collect()

@@ -359,15 +359,7 @@ fn rev(s: &str) -> String {
     s.chars().rev().collect()
 }
 
-fn rot13(s: &str) -> String {
-    s.chars()
-        .map(|c| match c {
-            'a'..='z' => (((c as u8 - b'a') + 13) % 26 + b'a') as char,
-            'A'..='Z' => (((c as u8 - b'A') + 13) % 26 + b'A') as char,
-            _ => c,
-        })
-        .collect()
-}
+use crate::agent_common::rot13;
 
 /// Runs a shell pipeline on `input`; `None` when a tool is missing.
 fn pipeline(script: &str, input: &[u8]) -> Option<String> {

@@ -42,7 +42,10 @@ pub struct AgentState {
     counter: AtomicU64,
 }
 
+// Unknown fields are refused: a misspelled or mistyped field (`{"textDocument": 7}`)
+// must not quietly become "no file given" and start a whole-workspace task.
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct ChatArgs {
     message: String,
     uri: Option<Url>,
@@ -50,12 +53,13 @@ struct ChatArgs {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TaskIdArgs {
     task_id: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct UriArgs {
     uri: Option<Url>,
 }

@@ -18,7 +18,7 @@ use crate::agent::host::{BufferEdit, SaveOutcome};
 use crate::agent::undo::{relative, undo as agent_undo, Buffers, UndoError, Undone};
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct UndoArgs {
     task_id: Option<String>,
     /// Restore files changed since the task too (their later changes are lost).

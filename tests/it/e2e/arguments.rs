@@ -109,6 +109,43 @@ fn a_wrong_argument_shape_says_what_was_expected() {
         Some(json!({ "command": "fettle.chat", "arguments": [{ "uri": "file:///x" }] })),
     );
     assert!(error_message(&response).contains("message"), "{response}");
+    // A field that is not one of the command's: refused, not taken as
+    // "no file" (which would start a whole-workspace task).
+    for (id, command, arguments) in [
+        (
+            "fix-type",
+            "fettle.fixDiagnostics",
+            json!([{ "textDocument": 7 }]),
+        ),
+        (
+            "fix-extra",
+            "fettle.fixDiagnostics",
+            json!([{ "uri": "file:///x.py", "range": 3 }]),
+        ),
+        (
+            "chat-extra",
+            "fettle.chat",
+            json!([{ "message": "hi", "file": "x.py" }]),
+        ),
+        ("cancel-extra", "fettle.cancel", json!([{ "task": "t1" }])),
+        (
+            "undo-extra",
+            "fettle.undo",
+            json!([{ "taskId": "t1", "forced": true }]),
+        ),
+    ] {
+        let response = raw_request(
+            &mut lsp,
+            id,
+            "workspace/executeCommand",
+            Some(json!({ "command": command, "arguments": arguments })),
+        );
+        assert_eq!(response["error"]["code"], -32602, "{id}: {response}");
+        assert!(
+            error_message(&response).contains(&format!("{command} expects")),
+            "{id}: {response}"
+        );
+    }
     // The session goes on.
     assert!(lsp.request("fettle/stats", json!({})).is_ok());
     assert!(lsp.shutdown_and_exit().success());

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::harness::{file_uri, Lsp};
-use crate::agent_common::{fettle_command, Mock};
+use crate::agent_common::{fettle_command, rot13, Mock};
 
 /// What any one Fettle process may use at its peak.
 const MAX_RSS_BYTES: u64 = 500 << 20;
@@ -451,15 +451,6 @@ fn a_hostile_repository_leaves_fettle_answering_small_and_the_repository_whole()
         everything.push_str(&request.body.to_string());
         everything.push('\n');
     }
-    let rot13 = |s: &str| -> String {
-        s.chars()
-            .map(|c| match c {
-                'a'..='z' => (((c as u8 - b'a') + 13) % 26 + b'a') as char,
-                'A'..='Z' => (((c as u8 - b'A') + 13) % 26 + b'A') as char,
-                _ => c,
-            })
-            .collect()
-    };
     let mut leaks = Vec::new();
     for secret in [&repo.deep_secret, &repo.linked_secret] {
         let reversed: String = secret.chars().rev().collect();
