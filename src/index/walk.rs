@@ -26,6 +26,10 @@ pub(super) enum Skip {
     Binary,
     /// Gone, a directory, or unreadable.
     Unreadable,
+    /// Has more than one hard link: its other name may be outside the
+    /// workspace (a secret), so its content never feeds the index, the
+    /// repo map or completion context, as `read_file` and `search` refuse it.
+    HardLinked,
 }
 
 /// The `exclude` setting as an override matcher: `!glob` ignores, with
@@ -160,6 +164,9 @@ pub(super) fn read_source(path: &Path, max_bytes: u64) -> Result<String, Skip> {
     // Regular files only, opened without blocking: a FIFO named `a.py`
     // must not stall the index (a plain open waits for a writer).
     let (mut file, meta) = crate::fsread::open_regular(path).map_err(|_| Skip::Unreadable)?;
+    if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 {
+        return Err(Skip::HardLinked);
+    }
     if meta.len() > max_bytes {
         return Err(Skip::TooLarge);
     }

@@ -369,3 +369,21 @@ fn enclosing_symbol_is_the_innermost_around_the_line() {
         .enclosing_symbol(&dir.path().join("src/missing.rs"), 0, |_| true)
         .is_none());
 }
+
+#[test]
+fn a_hard_linked_file_is_not_indexed() {
+    // Its other name may be outside the workspace (a copy of someone's
+    // secrets under `notes.py`): read_file and search refuse it, and
+    // nothing of it may reach the model through the index either.
+    let outside = tempfile::tempdir().unwrap();
+    let dir = workspace();
+    let theirs = outside.path().join("private.py");
+    fs::write(&theirs, "def private_deploy_token():\n    return 1\n").unwrap();
+    fs::hard_link(&theirs, dir.path().join("scripts/notes.py")).unwrap();
+    let (index, _) = index(dir.path());
+    assert!(index.definitions("private_deploy_token").is_empty());
+    assert!(!rel_files(&index, dir.path()).contains("scripts/notes.py"));
+    // Nor when it arrives as an update.
+    index.update_file(&dir.path().join("scripts/notes.py"));
+    assert!(index.definitions("private_deploy_token").is_empty());
+}
