@@ -195,26 +195,46 @@ impl State {
         if !current.needs_reparse {
             return Some(current);
         }
-        drop(current);
-        // One parse of a document at a time; whoever waited takes the tree
-        // the other parse installed when the text is still the same.
+        // One parse of a document runs at a time (two of a big file at once
+        // doubled the peak memory). The lock is held only while a parse
+        // runs: a background parse takes it on the background thread when
+        // its turn comes, so a request is never held up by that queue.
         let lock = self.documents.get(uri)?.parse_lock.clone();
-        let _parsing = lock.lock().await;
-        let mut snapshot = self.snapshot(uri)?;
-        if !snapshot.needs_reparse {
-            return Some(snapshot);
-        }
-        let (language, rope, old) = (
-            snapshot.language,
-            snapshot.rope.clone(),
-            snapshot.tree.take(),
-        );
-        let parse =
-            move || language.and_then(|lang| crate::syntax::parse_rope(lang, &rope, old.as_ref()));
-        let parsed = if in_background {
-            crate::background::run(parse).await?
+        let (mut snapshot, parsed, _parsing) = if in_background {
+            let mut snapshot = current;
+            let (language, rope, old) = (
+                snapshot.language,
+                snapshot.rope.clone(),
+                snapshot.tree.take(),
+            );
+            let (parsed, guard) = crate::background::run(move || {
+                let guard = lock.blocking_lock_owned();
+                let parsed =
+                    language.and_then(|lang| crate::syntax::parse_rope(lang, &rope, old.as_ref()));
+                (parsed, guard)
+            })
+            .await?;
+            (snapshot, parsed, guard)
         } else {
-            tokio::task::spawn_blocking(parse).await.ok()?
+            drop(current);
+            let guard = lock.lock_owned().await;
+            // Whoever waited takes the tree the other parse installed when
+            // the text is still the same.
+            let mut snapshot = self.snapshot(uri)?;
+            if !snapshot.needs_reparse {
+                return Some(snapshot);
+            }
+            let (language, rope, old) = (
+                snapshot.language,
+                snapshot.rope.clone(),
+                snapshot.tree.take(),
+            );
+            let parsed = tokio::task::spawn_blocking(move || {
+                language.and_then(|lang| crate::syntax::parse_rope(lang, &rope, old.as_ref()))
+            })
+            .await
+            .ok()?;
+            (snapshot, parsed, guard)
         };
         if let Some(mut open) = self.documents.get_mut(uri) {
             open.document
