@@ -5,8 +5,6 @@
 //! instead: a command that writes a gigabyte of zeros must not become a
 //! gigabyte of diff (six of JSON, where each NUL is `\u0000`).
 
-use sha2::{Digest, Sha256};
-
 /// The largest side of a diff shown line by line.
 pub const MAX_DIFF_FILE_BYTES: u64 = 1024 * 1024;
 /// Past this, the task's diff names no more files (they are counted).
@@ -26,7 +24,7 @@ impl Described {
     pub fn of(bytes: &[u8]) -> Self {
         Self {
             len: bytes.len() as u64,
-            sha256: Some(hex(&Sha256::digest(bytes))),
+            sha256: Some(crate::config::trust::sha256_hex(bytes)),
         }
     }
 
@@ -38,6 +36,7 @@ impl Described {
     }
 }
 
+/// Lowercase hex of a digest computed elsewhere (a file hashed in chunks).
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -101,6 +100,7 @@ pub fn described(path: &str, before: Option<&Described>, after: Option<&Describe
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::Digest as _;
 
     #[test]
     fn text_files_get_a_unified_diff() {
@@ -118,7 +118,10 @@ mod tests {
         let out = unified("huge.txt", Some(b"x\n"), Some(huge.as_bytes()));
         assert!(out.len() < 400, "{out}");
         assert!(
-            out.contains(&format!("2 bytes, sha256 {}", hex(&Sha256::digest(b"x\n")))),
+            out.contains(&format!(
+                "2 bytes, sha256 {}",
+                hex(&sha2::Sha256::digest(b"x\n"))
+            )),
             "{out}"
         );
     }
