@@ -67,6 +67,7 @@ class Soak:
                    XDG_CACHE_HOME=os.path.join(self.root, "cache"),
                    XDG_DATA_HOME=os.path.join(self.root, "data"))
         self.stderr = open(os.path.join(self.root, "stderr.log"), "wb")
+        self.model_options = self.start_mock_model() if args.model == "mock" else None
         self.proc = subprocess.Popen([args.binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, env=env, cwd=self.ws)
         self.lock = threading.Lock()
@@ -75,11 +76,31 @@ class Soak:
         self.answer_text = {}    # id key -> the start of the first answer
         self.sent_at = {}        # id key -> when the request was written
         self.null_errors = 0     # answers with id null (unparseable messages)
+        self.stats_answers = {}  # id key -> result of this client's own fettle/stats
         self.closed = False
         self.next_id = 1
         self.messages = 0
         self.requests = {}       # id key -> (method, params summary)
         threading.Thread(target=self.reader, daemon=True).start()
+
+    def start_mock_model(self):
+        """A scripted model on 127.0.0.1 (`fettle mock-model`) for every
+        feature, as in the attack campaign: what is measured is the server,
+        not the embedded model's fixed cost (its weights and KV cache,
+        ~190 MB resident once loaded) nor its seconds per answer."""
+        script = os.path.join(self.root, "mock-script.json")
+        with open(script, "w") as f:
+            json.dump({"responses": [{"text": "x + 1", "repeat": True}]}, f)
+        self.mock = subprocess.Popen([self.args.binary, "mock-model", "--script", script],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        first = self.mock.stdout.readline().split()  # "listening on http://127.0.0.1:PORT"
+        url = next((word for word in first if word.startswith("http://")), None)
+        if not url:
+            sys.exit("fettle mock-model did not print its address: %r" % first)
+        model = {"provider": "openai", "base_url": url.rstrip("/") + "/v1", "model": "mock-coder",
+                 "max_retries": 0}
+        return {"models": {"mock": model}, "completion": {"model": "mock"},
+                "edit": {"model": "mock"}, "agent": {"model": "mock"}}
 
     def make_workspace(self):
         self.ws = os.path.join(self.root, "ws")
@@ -123,11 +144,16 @@ class Soak:
         out = self.proc.stdout
         while True:
             length = None
+            arrived = None
             while True:
                 line = out.readline()
                 if not line:
                     self.closed = True
                     return
+                # When the answer's first bytes came: this client's own time
+                # to read and parse big answers (2.5 MB outlines) is not the
+                # server's.
+                arrived = arrived or time.monotonic()
                 line = line.strip()
                 if not line:
                     break
@@ -158,17 +184,19 @@ class Soak:
                     self.null_errors += 1
                     continue
                 self.answers[key] = self.answers.get(key, 0) + 1
-                self.answered_at.setdefault(key, time.monotonic())
+                self.answered_at.setdefault(key, arrived)
                 self.answer_text.setdefault(key, json.dumps(msg.get("error") or msg.get("result"))[:200])
+                if key.startswith('"stats-'):
+                    self.stats_answers[key] = msg.get("result")
 
-    def request(self, method, params, omit_params=False):
+    def request(self, method, params, omit_params=False, note=None):
         rid = self.next_id if self.rng.random() < 0.7 else "s-%d" % self.next_id
         self.next_id += 1
         msg = {"jsonrpc": "2.0", "id": rid, "method": method}
         if not omit_params:
             msg["params"] = params
         key = json.dumps(rid)
-        self.requests[key] = (method, json.dumps(params)[:160])
+        self.requests[key] = (method, (note + ": " if note else "") + json.dumps(params)[:160])
         with self.lock:
             self.write(json.dumps(msg).encode())
             self.sent_at[key] = time.monotonic()
@@ -298,11 +326,13 @@ class Soak:
         text = "def h(x):\n    return x\n" * int(mb * 1_000_000 / 24)
         self.notify("textDocument/didOpen", {"textDocument": {
             "uri": uri, "languageId": "python", "version": 1, "text": text}})
-        keys.append(self.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}}))
+        keys.append(self.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}},
+                                 note="opened, %s MB" % mb))
         self.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
             {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
              "text": "class Grown:\n" * self.rng.choice([1, 1000])}]})
-        keys.append(self.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}}))
+        keys.append(self.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}},
+                                 note="edited, %s MB" % mb))
         if self.rng.random() < 0.5:
             self.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
@@ -318,31 +348,38 @@ class Soak:
     def run(self):
         a = self.args
         init = self.request("initialize", {"processId": None, "rootUri": "file://" + self.ws,
+                                           "initializationOptions": self.model_options,
                                            "capabilities": {"textDocument": {"documentSymbol": {
                                                "hierarchicalDocumentSymbolSupport": True}}}})
         self.wait_for([init], 30)
         self.notify("initialized", {})
         time.sleep(0.5)
         end = time.monotonic() + a.minutes * 60
-        late, lost, doubles, rss_seen, batches = [], 0, 0, [], 0
+        late, lost, doubles, rss_seen, heap_seen, batches = [], 0, 0, [], [], 0
         while time.monotonic() < end and not self.closed:
             keys = self.batch(a.batch)
             sent = time.monotonic()
             self.wait_for(keys, a.window)
-            with self.lock:
-                missing = [k for k in keys if k not in self.answers]
-                slow = [k for k in keys if k in self.answered_at and self.answered_at[k] - sent > a.window]
-            for k in missing + slow:
-                late.append((k, *self.requests[k]))
-            batches += 1
+            # Memory right after the window, before any further wait.
             rss, hwm = self.rss_kb()
             if rss:
                 rss_seen.append(rss)
-            print("batch %d: %d messages, %d requests, %d late, RSS %s MB, HWM %s MB" % (
-                batches, self.messages, len(self.requests), len(late),
-                rss and rss // 1024, hwm and hwm // 1024), flush=True)
+            heap = self.heap_mb()
+            if heap:
+                heap_seen.append(heap)
+            with self.lock:
+                missing = [k for k in keys if k not in self.answers]
             if missing:
                 self.wait_for(missing, 30)  # late, not lost (yet)
+            # Late: not answered, or its first bytes came after the window
+            # (an answer that came in time may still have been being read).
+            with self.lock:
+                late.extend((k, *self.requests[k]) for k in keys if k not in self.answered_at
+                            or self.answered_at[k] - sent > a.window)
+            batches += 1
+            print("batch %d: %d messages, %d requests, %d late, RSS %s MB, HWM %s MB, heap %s" % (
+                batches, self.messages, len(self.requests), len(late),
+                rss and rss // 1024, hwm and hwm // 1024, heap), flush=True)
         # The end: shutdown, and a last look for doubles and losses.
         shut = self.request("shutdown", None)
         self.wait_for([shut], 30)
@@ -352,6 +389,8 @@ class Soak:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = "killed (no exit)"
+        if self.model_options:
+            self.mock.kill()
         time.sleep(0.2)
         with self.lock:
             lost = [k for k in self.requests if k not in self.answers]
@@ -366,6 +405,10 @@ class Soak:
             "late_by_method": {m: sum(1 for _, lm, _ in late if lm == m) for m in sorted({lm for _, lm, _ in late})}, "null_id_errors": self.null_errors,
             "rss_min_mb": min(rss_seen) // 1024 if rss_seen else None,
             "rss_max_mb": max(rss_seen) // 1024 if rss_seen else None,
+            # The heap's pages in use and freed-but-mapped (jemalloc), at the
+            # batch with the most resident memory.
+            "heap_at_rss_max_mb": heap_seen[rss_seen.index(max(rss_seen))] if (
+                rss_seen and len(heap_seen) == len(rss_seen)) else None,
             "exit_code": code,
         }
         try:
@@ -386,6 +429,24 @@ class Soak:
         bad = late or lost or doubles or code != 0 or (
             rss_seen and max(rss_seen) // 1024 > a.max_rss_mb)
         return 1 if bad else 0
+
+    def heap_mb(self):
+        """The server's heap (`fettle/stats`): MB in use, and freed but still
+        mapped (jemalloc's dirty and muzzy pages). Not counted as a request."""
+        rid = "stats-%d" % self.next_id
+        self.next_id += 1
+        with self.lock:
+            self.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "fettle/stats"}).encode())
+        key = json.dumps(rid)
+        self.wait_for([key], 5)
+        with self.lock:
+            text = self.answer_text.get(key)
+            full = self.stats_answers.pop(key, None)
+        heap = (full or {}).get("heapBytes") if isinstance(full, dict) else None
+        if not heap:
+            return None
+        mb = lambda n: n // (1 << 20)
+        return {"active": mb(heap["active"]), "freed": mb(heap["dirty"] + heap["muzzy"])}
 
     def wait_for(self, keys, seconds):
         deadline = time.monotonic() + seconds
@@ -412,6 +473,9 @@ def main():
                    help="sizes (MB) of the documents opened and edited (default 0.5, 2 and --huge-mb)")
     p.add_argument("--agent-unknown-fields", action="store_true",
                    help="also send fettle.chat/fixDiagnostics argument objects with unknown fields")
+    p.add_argument("--model", choices=["mock", "embedded"], default="mock",
+                   help="mock: a scripted model on 127.0.0.1 for every feature (default); "
+                        "embedded: the default configuration (the local model, if installed)")
     p.add_argument("--no-devices", action="store_true",
                    help="leave out URIs of devices, FIFOs and sockets")
     sys.exit(Soak(p.parse_args()).run())

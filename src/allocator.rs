@@ -111,6 +111,58 @@ impl PrivateArena {
     }
 }
 
+/// Most memory freed but still mapped (jemalloc's dirty and muzzy pages,
+/// over all arenas) that the server keeps: past it, every arena is purged.
+/// Typing frees a few megabytes at most, which stays for the next
+/// keystroke; a huge document (its JSON, rope and tree) frees tens to
+/// hundreds, which jemalloc's 10-second decay kept resident: in the
+/// hostile-client soak, ~200 MB of the server's 300-390 MB
+/// (docs/performance.md).
+pub const MAX_FREED_BYTES: usize = 48 << 20;
+/// How often [`spawn_freed_memory_cap`]'s thread looks.
+const FREED_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Starts the thread that keeps freed memory under [`MAX_FREED_BYTES`]
+/// (the language server's; a CLI run is short). Each look costs a few
+/// microseconds (jemalloc's page counters).
+pub fn spawn_freed_memory_cap() {
+    let spawned = std::thread::Builder::new()
+        .name("fettle-heap-cap".to_owned())
+        .spawn(|| loop {
+            std::thread::sleep(FREED_CHECK_EVERY);
+            if let Some(pages) = heap_pages() {
+                if pages.dirty + pages.muzzy > MAX_FREED_BYTES {
+                    purge_all();
+                }
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::warn!(%err, "no thread to hand freed memory back; the allocator's decay will");
+    }
+}
+
+/// Hands every arena's unused pages back to the system.
+pub fn purge_all() {
+    #[cfg(not(target_env = "msvc"))]
+    {
+        // 4096 is MALLCTL_ARENAS_ALL.
+        // SAFETY: a "void" control: called with no input and no output;
+        // the name is NUL-terminated.
+        let result = unsafe {
+            tikv_jemalloc_sys::mallctl(
+                c"arena.4096.purge".as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        if result != 0 {
+            tracing::debug!(result, "purging all arenas failed");
+        }
+    }
+}
+
 /// Where the heap's memory is, in bytes, over all arenas: what is
 /// allocated (whole pages in use), and what is free but still mapped
 /// (dirty: not yet handed back; muzzy: handed back lazily, still counted
@@ -254,5 +306,44 @@ mod tests {
         .expect("the test thread");
         done.send(()).expect("send");
         neighbour_thread.join().expect("the neighbour");
+    }
+
+    #[test]
+    fn purge_all_hands_back_every_arenas_freed_pages() {
+        let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let (tell, churned) = std::sync::mpsc::channel();
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let finished = std::sync::Arc::new(std::sync::Mutex::new(finished));
+        // Two threads, each with freed pages in an arena of its own.
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let tell = tell.clone();
+                let finished = finished.clone();
+                std::thread::spawn(move || {
+                    let (_arena, index) = churn();
+                    tell.send(index).expect("send");
+                    let _ = finished.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                })
+            })
+            .collect();
+        let arenas: Vec<u32> = (0..2).map(|_| churned.recv().expect("an arena")).collect();
+        for &arena in &arenas {
+            assert!(
+                dirty_pages(arena).unwrap() > 0,
+                "arena {arena} has no freed pages"
+            );
+        }
+        purge_all();
+        for &arena in &arenas {
+            assert_eq!(
+                dirty_pages(arena).unwrap(),
+                0,
+                "arena {arena} kept its freed pages"
+            );
+        }
+        drop(done);
+        for thread in threads {
+            thread.join().expect("a churning thread");
+        }
     }
 }

@@ -199,6 +199,12 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken, tr
             .ok()
             .filter(|path| is_in_workspace(&state, path));
         let diagnostics_enabled = config.diagnostics.enabled;
+        // A document over the parse limit and the index's file limit has no
+        // tree (no syntax diagnostics) and no index entry: its whole text
+        // is not copied (12 MB more per huge document, kept while open).
+        let len = snapshot.rope.len_bytes();
+        let whole_text_wanted =
+            !syntax::too_big_to_parse(len) || len as u64 <= state.index().settings().max_file_bytes;
         // Nobody waits for this: it must not slow down what someone does.
         let completion = state
             .documents
@@ -209,14 +215,14 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken, tr
             let waited = queued.elapsed();
             // Copied once: for the diagnostics, the next completion at
             // this revision and the index.
-            let text: Arc<str> = Arc::from(snapshot.rope.to_string());
-            if let Some(completion) = completion {
-                completion.remember_text(snapshot.revision, Arc::clone(&text));
+            let text: Option<Arc<str>> =
+                whole_text_wanted.then(|| Arc::from(snapshot.rope.to_string()));
+            if let (Some(completion), Some(text)) = (completion, &text) {
+                completion.remember_text(snapshot.revision, Arc::clone(text));
             }
-            let diagnostics = if diagnostics_enabled {
-                syntax_diagnostics(&snapshot, &text, encoding)
-            } else {
-                Vec::new()
+            let diagnostics = match &text {
+                Some(text) if diagnostics_enabled => syntax_diagnostics(&snapshot, text, encoding),
+                _ => Vec::new(),
             };
             (diagnostics, text, snapshot, waited)
         })
@@ -258,12 +264,17 @@ fn schedule_analysis(state: &Arc<State>, uri: Url, cancel: CancellationToken, tr
         // Still current: any change since would have cancelled this.
         let snapshot = parse_afresh_if_worn(&state, snapshot).await;
         let Some(path) = index_path else { return };
-        state.index_updates.push(IndexUpdate::Buffer {
-            uri: snapshot.uri,
-            path,
-            language: snapshot.language,
-            text,
-            tree: snapshot.tree,
+        state.index_updates.push(match text {
+            Some(text) => IndexUpdate::Buffer {
+                uri: snapshot.uri,
+                path,
+                language: snapshot.language,
+                text,
+                tree: snapshot.tree,
+            },
+            // Too big to index (as the file on disk would be): gone from
+            // the index while open; closing it re-reads the file.
+            None => IndexUpdate::Removed(path),
         });
     });
 }
@@ -320,6 +331,11 @@ pub fn reindex_buffer(state: &Arc<State>, uri: &Url) {
     let Some(snapshot) = state.snapshot(uri) else {
         return;
     };
+    if snapshot.rope.len_bytes() as u64 > state.index().settings().max_file_bytes {
+        // Too big to index: not copied only to be refused.
+        state.index_updates.push(IndexUpdate::Removed(path));
+        return;
+    }
     state.index_updates.push(IndexUpdate::Buffer {
         uri: snapshot.uri,
         path,

@@ -35,6 +35,7 @@ const EOF_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Serves LSP over stdio until `exit` (or end of input); returns the process exit code.
 pub async fn serve_stdio() -> i32 {
+    crate::allocator::spawn_freed_memory_cap();
     let lifecycle = Arc::new(guard::Lifecycle::default());
     let mut builder = LspService::build(server::Server::new)
         .custom_method(

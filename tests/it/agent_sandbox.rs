@@ -760,6 +760,54 @@ async fn fallbacks_kill_leftovers_and_landlock_still_confines_writes() {
     }
 }
 
+/// Landlock without namespaces keeps the workspace root from losing or
+/// renaming entries (so `.git` stays): a directory a command makes there
+/// has only those rights until the command ends. The failure comes with a
+/// note that says so, and the next command has every right in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_namespaces_a_new_top_directory_is_writable_from_the_next_command() {
+    let mut fx = fixture(true);
+    fx.policy.namespaces = false;
+    fx.policy.landlock = true;
+    if !fx.policy.confines() {
+        eprintln!("skipped: no Landlock here");
+        return;
+    }
+    let first = run_in(
+        &fx,
+        "mkdir build && echo x > build/a.tmp && mv build/a.tmp build/a",
+    )
+    .await;
+    assert_ne!(first.exit_code, Some(0), "{}", first.describe());
+    assert!(
+        first
+            .output
+            .contains("made build/ at the top of the workspace")
+            && first.output.contains("run it again"),
+        "{}",
+        first.describe()
+    );
+    let second = run_in(
+        &fx,
+        "echo x > build/b.tmp && mv build/b.tmp build/b && rm build/a.tmp && echo renamed-ok",
+    )
+    .await;
+    assert!(
+        second.output.contains("renamed-ok"),
+        "{}",
+        second.describe()
+    );
+    assert!(
+        !second.output.contains("at the top of the workspace"),
+        "{}",
+        second.describe()
+    );
+    assert!(fx.ws.join("build/b").exists() && !fx.ws.join("build/a.tmp").exists());
+    // The price stays: `.git` can be neither renamed nor removed.
+    let git = run_in(&fx, "mv .git .git-away; rm -rf .git; ls -d .git").await;
+    assert!(fx.ws.join(".git/HEAD").exists(), "{}", git.describe());
+}
+
 /// A timeout, a cancellation and a dropped run: through the runner, the
 /// escaped (`setsid`) processes die as well as the group, with and
 /// without namespaces.

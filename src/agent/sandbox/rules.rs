@@ -164,6 +164,65 @@ fn split_one(
     }
 }
 
+/// The directories [`split_writable`] gives only [`container_rights`]
+/// (those holding a protected path: the workspace root), with the
+/// directories at their top when a command starts. One a command creates
+/// there has those rights too for the rest of its run: nothing inside it
+/// can be removed or renamed (a first `cargo build` making `target/`
+/// fails). From the next command on it is an entry of its own, with every
+/// right. [`SplitRoots::note_after_failure`] tells the command's output.
+pub struct SplitRoots(Vec<(PathBuf, std::collections::HashSet<std::ffi::OsString>)>);
+
+impl SplitRoots {
+    pub fn record(writable: &[PathBuf], protect: &[PathBuf]) -> Self {
+        let split = writable
+            .iter()
+            .filter(|w| protect.iter().any(|p| p.starts_with(w) && p != *w))
+            .map(|w| (w.clone(), top_dirs(w)))
+            .collect();
+        SplitRoots(split)
+    }
+
+    /// After a command that failed: a note naming the directories it made
+    /// at the top of a split directory, and why it may have failed there.
+    pub fn note_after_failure(&self) -> Option<String> {
+        let mut made: Vec<String> = Vec::new();
+        for (root, before) in &self.0 {
+            let mut new: Vec<String> = top_dirs(root)
+                .difference(before)
+                .map(|name| format!("{}/", name.to_string_lossy()))
+                .collect();
+            new.sort();
+            made.extend(new);
+        }
+        if made.is_empty() {
+            return None;
+        }
+        made.truncate(8);
+        Some(format!(
+            "sandbox: this command made {} at the top of the workspace. Without user \
+             namespaces (Landlock only, to keep .git/ whole) nothing inside a directory made \
+             there during the same run can be removed or renamed, nor can entries at the top \
+             itself. If it failed on that (Permission denied), run it again: a directory that \
+             exists when a command starts is fully writable.",
+            made.join(", ")
+        ))
+    }
+}
+
+/// The names of the directories directly in `dir` (at most [`SPLIT_LIMIT`]).
+fn top_dirs(dir: &Path) -> std::collections::HashSet<std::ffi::OsString> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .take(SPLIT_LIMIT)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name())
+        .collect()
+}
+
 /// The Landlock ABI version of the running kernel; 0 when it has none.
 pub fn abi_version() -> i64 {
     // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the

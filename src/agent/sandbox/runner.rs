@@ -75,12 +75,23 @@ pub fn main(args: &RunnerArgs) -> i32 {
         }
     };
     let guards = Guards::record(&args.protect, !args.namespaces);
+    let split = (!args.namespaces && args.landlock)
+        .then(|| rules::SplitRoots::record(&args.write, &args.protect));
     let outcome = if args.namespaces {
         run_namespaced(args, &cwd, lifeline)
     } else {
         run_plain(args, &cwd, lifeline)
     };
     for note in guards.restore() {
+        eprintln!("fettle: {note}");
+    }
+    let failed = outcome
+        .as_ref()
+        .is_ok_and(|&status| !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0));
+    if let Some(note) = split
+        .filter(|_| failed)
+        .and_then(|s| s.note_after_failure())
+    {
         eprintln!("fettle: {note}");
     }
     match outcome {
