@@ -803,6 +803,24 @@ async fn without_namespaces_a_new_top_directory_is_writable_from_the_next_comman
         second.describe()
     );
     assert!(fx.ws.join("build/b").exists() && !fx.ws.join("build/a.tmp").exists());
+    // A Cargo project gets `target/` made before the command: cargo's
+    // first build makes it by renaming a temporary directory into place.
+    std::fs::write(fx.ws.join("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    let cargo_like = run_in(
+        &fx,
+        "mkdir target/debug && echo x > target/debug/a.tmp && mv target/debug/a.tmp target/debug/a && echo built-ok",
+    )
+    .await;
+    assert!(
+        cargo_like.output.contains("built-ok"),
+        "{}",
+        cargo_like.describe()
+    );
+    assert!(
+        cargo_like.output.contains("made target/"),
+        "{}",
+        cargo_like.describe()
+    );
     // The price stays: `.git` can be neither renamed nor removed.
     let git = run_in(&fx, "mv .git .git-away; rm -rf .git; ls -d .git").await;
     assert!(fx.ws.join(".git/HEAD").exists(), "{}", git.describe());

@@ -173,14 +173,44 @@ fn split_one(
 /// right. [`SplitRoots::note_after_failure`] tells the command's output.
 pub struct SplitRoots(Vec<(PathBuf, std::collections::HashSet<std::ffi::OsString>)>);
 
+/// Build directories a tool makes at the top of a project by renaming a
+/// temporary one into place, which a split directory refuses every time
+/// (`cargo` makes `target3kQ9a/` and renames it to `target/`: "failed to
+/// create directory"), or fills by renaming inside it (`npm`): made empty
+/// before the command when the project file says the tool is used, so
+/// that they are entries of their own with every right. Undo removes them
+/// with what the task made.
+const BUILD_DIRS: &[(&str, &str)] = &[("Cargo.toml", "target"), ("package.json", "node_modules")];
+
 impl SplitRoots {
+    /// Also makes the missing [`BUILD_DIRS`] of each split directory.
     pub fn record(writable: &[PathBuf], protect: &[PathBuf]) -> Self {
-        let split = writable
+        let split: Vec<_> = writable
             .iter()
             .filter(|w| protect.iter().any(|p| p.starts_with(w) && p != *w))
-            .map(|w| (w.clone(), top_dirs(w)))
             .collect();
-        SplitRoots(split)
+        for root in &split {
+            for (marker, dir) in BUILD_DIRS {
+                let (marker, dir) = (root.join(marker), root.join(dir));
+                // Not over anything, and not through a symlink: a plain
+                // `mkdir` fails on any existing entry.
+                if marker.is_file() && std::fs::create_dir(&dir).is_ok() {
+                    eprintln!(
+                        "fettle: sandbox: made {}/ (Landlock only: a directory made at the top \
+                         during a command could not be renamed into place)",
+                        dir.file_name()
+                            .map(|n| n.to_string_lossy())
+                            .unwrap_or_default()
+                    );
+                }
+            }
+        }
+        SplitRoots(
+            split
+                .into_iter()
+                .map(|w| (w.clone(), top_dirs(w)))
+                .collect(),
+        )
     }
 
     /// After a command that failed: a note naming the directories it made
