@@ -205,7 +205,7 @@ pub fn postprocess(input: &Input<'_>) -> Result<Completion, Rejected> {
         lines.truncate(input.max_lines.max(1));
     }
 
-    strip_first_line_whitespace(&mut lines, prefix, cleaned.wrapped);
+    strip_first_line_whitespace(&mut lines, prefix, cleaned.wrapped, input.indent);
 
     let mut text = lines.join("\n");
     let scan = scan_brackets(&text, prefix, suffix);

@@ -251,12 +251,26 @@ fn starts_with_word(t: &str, word: &str) -> bool {
 /// whitespace when the prefix already ends with whitespace after code. Chat
 /// models (fenced output) often re-type the cursor line: drop a re-typed
 /// indentation or prefix. A FIM model's leading whitespace on a blank line is
-/// extra indentation and kept.
-pub(super) fn strip_first_line_whitespace(lines: &mut [Cow<'_, str>], prefix: &str, wrapped: bool) {
+/// extra indentation and kept — in whole indentation levels: after the
+/// editor's auto-indent (`    `) a model's ` return` (its tokens start with
+/// a space) gave five-space indentation in Python once accepted, so spaces
+/// past the last whole level are dropped.
+pub(super) fn strip_first_line_whitespace(
+    lines: &mut [Cow<'_, str>],
+    prefix: &str,
+    wrapped: bool,
+    doc: IndentStyle,
+) {
     let Some(first) = lines.first_mut() else {
         return;
     };
     let prefix_code = prefix.trim_start();
+    if prefix_code.is_empty() && !wrapped {
+        let excess = misaligned_spaces(prefix, first, doc);
+        if excess > 0 {
+            *first = Cow::Owned(first[excess..].to_string());
+        }
+    }
     if !prefix_code.is_empty() && prefix.ends_with([' ', '\t']) {
         let t = first.trim_start_matches([' ', '\t']);
         if t.len() != first.len() {
@@ -274,5 +288,26 @@ pub(super) fn strip_first_line_whitespace(lines: &mut [Cow<'_, str>], prefix: &s
         if let Some(rest) = rest {
             *first = Cow::Owned(rest);
         }
+    }
+}
+
+/// How many of `output`'s leading spaces, typed after the whitespace-only
+/// `prefix`, go past the last whole indentation level of `doc`; 0 when its
+/// leading whitespace is not all spaces (a tab is a level) or nothing is off.
+fn misaligned_spaces(prefix: &str, output: &str, doc: IndentStyle) -> usize {
+    let lead = leading_ws(output);
+    if lead.is_empty() || lead.contains('\t') || output.trim().is_empty() {
+        return 0;
+    }
+    let excess = match doc {
+        // Spaces after tabs are alignment a tab-indented file never has here.
+        IndentStyle::Tabs => lead.len() % doc.width(),
+        IndentStyle::Spaces(_) => (indent_cols(prefix, doc) + lead.len()) % doc.width(),
+    };
+    // Only spaces the output itself added are dropped.
+    if excess <= lead.len() {
+        excess
+    } else {
+        0
     }
 }
