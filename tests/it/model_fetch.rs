@@ -246,3 +246,24 @@ fn a_remote_model_has_no_weights_to_fetch() {
         text(&out.stderr)
     );
 }
+
+/// `fettle model list` names the catalog's models and which model each
+/// feature uses; an unknown name is refused with the known ones.
+#[test]
+fn model_list_names_the_catalog_and_the_features_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = fettle(&["model", "list"], dir.path());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    for name in ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] {
+        assert!(listed.contains(name), "{listed}");
+    }
+    assert!(listed.contains("completion → local"), "{listed}");
+    let out = fettle(&["model", "fetch", "qwen9"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("known: smollm2-135m, qwen2.5-coder-0.5b"),
+        "{}",
+        text(&out.stderr)
+    );
+}

