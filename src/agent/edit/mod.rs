@@ -9,11 +9,15 @@
 //! written, and [`lint_guard`] refuses edits that break the syntax.
 use std::fmt;
 
+mod blocks;
 mod closest;
 mod lint;
 mod matching;
 mod step;
 
+pub use blocks::{
+    defined_names, fenced_blocks, plan as plan_block, BlockEdit, Candidate, FencedBlock, NoEdit,
+};
 pub use lint::{lint_guard, LintRejection};
 pub use step::{plan_step, FileOp, OpReport, PlannedChange};
 

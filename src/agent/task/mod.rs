@@ -7,6 +7,7 @@
 //! restored.
 
 mod check;
+mod code_blocks;
 mod diff;
 mod explain;
 mod files;
@@ -41,6 +42,13 @@ const MAX_MALFORMED_TURNS: u32 = 3;
 /// Attempts a model may end without having made a single tool call before
 /// the task stops: one reminder, then it is clear the model cannot.
 const NO_TOOL_ATTEMPTS: u32 = 2;
+
+/// The repo map's size for a local model (the full one is 1024 tokens).
+const LOCAL_REPO_MAP_TOKENS: usize = 300;
+/// Files shown whole in a local model's first message, and their largest
+/// size.
+const LOCAL_CODE_FILES: usize = 2;
+const LOCAL_CODE_BYTES: usize = 8 * 1024;
 
 /// What a task runs against.
 pub struct TaskEnv {
@@ -115,6 +123,8 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         baseline_checker_errors: None,
         last_checks: None,
         event_budget: Default::default(),
+        edits_in_attempt: 0,
+        answer_note: None,
     };
     task.run().await
 }
@@ -153,6 +163,11 @@ pub(crate) struct Task {
     last_checks: Option<crate::agent::checkers::CheckReport>,
     /// What the task's events took so far (they are bounded).
     event_budget: parking_lot::Mutex<super::output::EventBudget>,
+    /// Files the current attempt's edits changed.
+    edits_in_attempt: u32,
+    /// What became of the code in the model's last answer, for the
+    /// feedback.
+    answer_note: Option<String>,
 }
 
 impl Task {
@@ -185,7 +200,11 @@ impl Task {
             // It names files, which the workspace named.
             first.push_str(&format!("\n{}\n", prompt::defuse(&note)));
         }
-        self.push(Message::system(self.boundary.system_prompt()));
+        let system = match self.is_local() {
+            true => self.boundary.local_system_prompt(),
+            false => self.boundary.system_prompt(),
+        };
+        self.push(Message::system(system));
         self.push(Message::user(first));
 
         let mut last = baseline;
@@ -236,9 +255,17 @@ impl Task {
             if verification.passed {
                 return self.finish(StopCause::Success, Some(&verification)).await;
             }
-            let mut feedback = self.feedback(&verification, rolled_back.as_deref());
+            let answer_note = self.answer_note.take();
+            let mut feedback = self.feedback(
+                &verification,
+                rolled_back.as_deref(),
+                answer_note.as_deref(),
+            );
             if self.tool_calls == 0 {
-                feedback.push_str(prompt::USE_THE_TOOLS);
+                feedback.push_str(match self.is_local() {
+                    true => prompt::SHOW_THE_CODE,
+                    false => prompt::USE_THE_TOOLS,
+                });
             }
             self.push(Message::user(feedback));
             last = verification;
@@ -249,6 +276,8 @@ impl Task {
     /// Model turns until one ends without a tool call.
     async fn act(&mut self) -> Result<(), StopCause> {
         let mut malformed = 0;
+        self.edits_in_attempt = 0;
+        self.answer_note = None;
         loop {
             self.check_budget()?;
             let turn = self.model_turn().await?;
@@ -272,6 +301,12 @@ impl Task {
                     }
                     self.push(Message::user(prompt::defuse(&note).into_owned()));
                     continue;
+                }
+                if self.edits_in_attempt == 0 {
+                    // Code instead of an edit call: the model still said
+                    // what to change. Not after edits: a summary that
+                    // quotes code must not undo them.
+                    self.answer_note = self.apply_answer_code(&turn.text).await?;
                 }
                 return Ok(());
             }
@@ -509,21 +544,71 @@ impl Task {
             focus.paths.extend(more.paths);
             focus.identifiers.extend(more.identifiers);
         }
-        let map = super::repo_map::repo_map(&self.index, self.files.root(), &focus, 1024);
-        prompt::task_message(
+        let local = self.is_local();
+        let map_tokens = if local { LOCAL_REPO_MAP_TOKENS } else { 1024 };
+        let map = super::repo_map::repo_map(&self.index, self.files.root(), &focus, map_tokens);
+        let mut message = prompt::task_message(
             &self.boundary,
             &self.spec,
             focus_excerpt,
             &map,
             &baseline.for_model(self.spec.test_command.as_deref()),
-        )
+        );
+        if local {
+            message.push_str(&self.code_under_test(&focus.paths));
+        }
+        message
     }
 
-    fn feedback(&self, v: &Verification, rolled_back: Option<&str>) -> String {
-        let mut out = format!(
+    /// For a local model: the files the goal and the failure name that the
+    /// task may change, whole, so that the first answer can already be the
+    /// fix (a `read_file` turn costs such a model a minute on a laptop).
+    fn code_under_test(&self, named: &[PathBuf]) -> String {
+        let mut out = String::new();
+        let mut shown = 0;
+        let mut seen = std::collections::HashSet::new();
+        for path in named {
+            if shown == LOCAL_CODE_FILES || !seen.insert(path) {
+                continue;
+            }
+            let rel = self.files.paths.relative(path);
+            if self.files.paths.check_writable(&rel, path).is_err()
+                || crate::agent::redact::is_secret_path(path)
+            {
+                continue;
+            }
+            let Some(text) = self.files.text(path) else {
+                continue;
+            };
+            if text.len() > LOCAL_CODE_BYTES {
+                continue;
+            }
+            if shown == 0 {
+                out.push_str("\nThe code to fix (the files named above that you may change):\n");
+            }
+            out.push_str(&self.boundary.data("file", &rel, text.trim_end()));
+            out.push('\n');
+            shown += 1;
+        }
+        out
+    }
+
+    fn feedback(
+        &self,
+        v: &Verification,
+        rolled_back: Option<&str>,
+        answer_note: Option<&str>,
+    ) -> String {
+        let mut out = String::new();
+        if let Some(note) = answer_note {
+            // It quotes paths and tool output.
+            out.push_str(&prompt::defuse(note));
+            out.push('\n');
+        }
+        out.push_str(&format!(
             "Verification after iteration {} of {} failed.\n",
             self.iterations, self.spec.budget.max_iterations
-        );
+        ));
         out.push_str(&self.boundary.data(
             "verification",
             "fettle",

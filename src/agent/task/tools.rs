@@ -93,6 +93,39 @@ pub fn definitions() -> Vec<ToolDef> {
     ]
 }
 
+/// The tools offered to a small local model: each schema it reads costs
+/// prefill time on every turn, and fewer choices are fewer wrong ones. The
+/// others still work when called.
+pub fn compact_definitions() -> Vec<ToolDef> {
+    const OFFERED: &[&str] = &["search", "read_file", "edit"];
+    let mut tools: Vec<ToolDef> = definitions()
+        .into_iter()
+        .filter(|t| OFFERED.contains(&t.name.as_str()))
+        .collect();
+    for tool in &mut tools {
+        tool.description = match tool.name.as_str() {
+            "search" => "Find text in the workspace's files; returns `path:line: text` lines.",
+            "read_file" => "Read a file, with line numbers.",
+            _ => "Replace the exact lines `search` (copied from the file, without line numbers) with `replace`.",
+        }
+        .to_owned();
+        if let Some(props) = tool.parameters["properties"].as_object_mut() {
+            props.retain(|k, _| {
+                matches!(
+                    k.as_str(),
+                    "pattern" | "path" | "search" | "replace" | "start_line" | "end_line"
+                )
+            });
+            for value in props.values_mut() {
+                if let Some(v) = value.as_object_mut() {
+                    v.remove("description");
+                }
+            }
+        }
+    }
+    tools
+}
+
 #[derive(Deserialize)]
 struct SearchParams {
     pattern: String,
@@ -252,6 +285,7 @@ impl Task {
                 continue;
             }
             self.dirty = true;
+            self.edits_in_attempt += 1;
             let rel = self.files.paths.relative(path);
             let diff = super::diff::unified(&rel, old.as_deref(), new.as_deref());
             self.event(

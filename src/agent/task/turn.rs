@@ -30,7 +30,10 @@ const ELIDED: &str = "[elided to fit the model's context]";
 
 impl Task {
     pub(super) async fn model_turn(&mut self) -> Result<Turn, StopCause> {
-        let tools = super::tools::definitions();
+        let tools = match self.is_local() {
+            true => super::tools::compact_definitions(),
+            false => super::tools::definitions(),
+        };
         let max_tokens = self.fit_context(&tools);
         let request = ChatRequest {
             messages: self.messages.clone(),
@@ -95,6 +98,12 @@ impl Task {
 }
 
 impl Task {
+    /// The model runs in-process (small, slow to prefill): it gets the
+    /// compact prompt and tool list.
+    pub(super) fn is_local(&self) -> bool {
+        self.model.config().provider == crate::config::Provider::Local
+    }
+
     /// For a model with a known context window (the embedded one), elides
     /// the oldest messages until the conversation leaves room for an
     /// answer, and sizes the answer to what is left. Remote models have

@@ -87,19 +87,36 @@ impl LocalProvider {
 }
 
 /// `messages` in ChatML (SmolLM2's chat format, and Qwen's), ending with
-/// the assistant's turn opened.
+/// the assistant's turn opened. Tool results go back as Qwen2.5's template
+/// sends them: in a user turn, each in `<tool_response>` (ChatML has no
+/// `tool` role the model was trained on).
 fn chatml(messages: &[Message], tools_section: Option<String>) -> String {
     let mut out = String::new();
     let mut system_done = false;
+    let mut in_tool_turn = false;
     for m in messages {
+        if m.role == Role::Tool {
+            if !in_tool_turn {
+                out.push_str("<|im_start|>user");
+                in_tool_turn = true;
+            }
+            out.push_str(&format!(
+                "\n<tool_response>\n{}\n</tool_response>",
+                m.content
+            ));
+            continue;
+        }
+        if in_tool_turn {
+            out.push_str("<|im_end|>\n");
+            in_tool_turn = false;
+        }
         let (role, mut content) = match m.role {
             Role::System => ("system", m.content.clone()),
-            Role::User => ("user", m.content.clone()),
             Role::Assistant => (
                 "assistant",
                 m.content.clone() + &tools::render_calls(&m.tool_calls),
             ),
-            Role::Tool => ("tool", m.content.clone()),
+            Role::User | Role::Tool => ("user", m.content.clone()),
         };
         if m.role == Role::System && !system_done {
             if let Some(t) = &tools_section {
@@ -108,6 +125,9 @@ fn chatml(messages: &[Message], tools_section: Option<String>) -> String {
             system_done = true;
         }
         out.push_str(&format!("<|im_start|>{role}\n{content}<|im_end|>\n"));
+    }
+    if in_tool_turn {
+        out.push_str("<|im_end|>\n");
     }
     if !system_done {
         if let Some(t) = tools_section {
@@ -320,4 +340,48 @@ fn weights_path(name: &str, config: &ModelConfig) -> Result<std::path::PathBuf, 
         model: name.to_string(),
         reason: format!("models.{name}.path is not set"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolCall;
+
+    #[test]
+    fn tool_results_go_back_in_one_user_turn_as_qwen_s_template_writes_them() {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: serde_json::json!({"path": "a.py"}),
+        };
+        let messages = vec![
+            Message::system("sys"),
+            Message::user("fix it"),
+            Message {
+                tool_calls: vec![call("1"), call("2")],
+                ..Message::assistant("")
+            },
+            Message::tool_result("1", "one"),
+            Message::tool_result("2", "two"),
+        ];
+        let prompt = chatml(&messages, Some("TOOLS".into()));
+        assert_eq!(
+            prompt,
+            "<|im_start|>system\nsys\n\nTOOLS<|im_end|>\n\
+             <|im_start|>user\nfix it<|im_end|>\n\
+             <|im_start|>assistant\n<tool_call>\n{\"arguments\":{\"path\":\"a.py\"},\"name\":\"read_file\"}\n</tool_call><tool_call>\n{\"arguments\":{\"path\":\"a.py\"},\"name\":\"read_file\"}\n</tool_call><|im_end|>\n\
+             <|im_start|>user\n<tool_response>\none\n</tool_response>\n<tool_response>\ntwo\n</tool_response><|im_end|>\n\
+             <|im_start|>assistant\n"
+        );
+        let tools = tools::describe(&[crate::model::ToolDef {
+            name: "read_file".into(),
+            description: "Read a file.".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }]);
+        assert!(
+            tools.contains("<tools>\n{\"function\":{\"description\":"),
+            "{tools}"
+        );
+        assert!(tools.ends_with("</tool_call>"), "{tools}");
+    }
 }

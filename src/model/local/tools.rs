@@ -11,18 +11,22 @@ use crate::model::{ModelError, ToolCall, ToolDef};
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
 
-/// The system-prompt section that lists `tools`.
+/// The system-prompt section that lists `tools`, worded as Qwen2.5's own
+/// chat template words it (the Hermes convention its tool calls were
+/// trained on: signatures in `<tools>`, calls in `<tool_call>`).
 pub(crate) fn describe(tools: &[ToolDef]) -> String {
     let mut out = String::from(
-        "You can call tools. To call one, answer with a block\n<tool_call>{\"name\": \"TOOL\", \"arguments\": {...}}</tool_call>\nand nothing after it. Tools:\n",
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>",
     );
     for t in tools {
-        let schema = serde_json::to_string(&t.parameters).unwrap_or_default();
-        out.push_str(&format!(
-            "- {}: {}. Arguments schema: {schema}\n",
-            t.name, t.description
-        ));
+        let signature = serde_json::json!({
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        });
+        out.push('\n');
+        out.push_str(&signature.to_string());
     }
+    out.push_str("\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>");
     out
 }
 
@@ -32,7 +36,7 @@ pub(crate) fn render_calls(calls: &[ToolCall]) -> String {
         .iter()
         .map(|c| {
             let call = serde_json::json!({"name": c.name, "arguments": c.arguments});
-            format!("{OPEN}{call}{CLOSE}")
+            format!("{OPEN}\n{call}\n{CLOSE}")
         })
         .collect()
 }

@@ -1,0 +1,148 @@
+//! An attempt that ends with code in the model's words but no edit: the
+//! fenced blocks are tried as edits (see `agent::edit::blocks`), through the
+//! same path as an `edit` call, before the tests run.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::explain::StopCause;
+use super::Task;
+use crate::agent::edit::{defined_names, fenced_blocks, plan_block, Candidate, NoEdit};
+use crate::model::ToolCall;
+use crate::syntax::Language;
+
+/// Files a block is tried against at most (the index may know many
+/// definers of a common name).
+const MAX_CANDIDATES: usize = 12;
+
+impl Task {
+    /// Applies the fenced blocks of `answer` when the attempt changed
+    /// nothing else; returns what happened, for the model's next message
+    /// (`None` when the answer had no block).
+    pub(super) async fn apply_answer_code(
+        &mut self,
+        answer: &str,
+    ) -> Result<Option<String>, StopCause> {
+        let blocks = fenced_blocks(answer);
+        if blocks.is_empty() {
+            return Ok(None);
+        }
+        let mut calls: Vec<ToolCall> = Vec::new();
+        let mut refused: Vec<String> = Vec::new();
+        for (i, block) in blocks.iter().enumerate() {
+            let names = defined_names(block);
+            if names.is_empty() {
+                // Examples, commands and output are blocks too: not edits.
+                continue;
+            }
+            let paths = self.block_candidates(&names, block.file_hint.as_deref());
+            let texts: Vec<(String, Language, String)> = paths
+                .iter()
+                .filter_map(|p| {
+                    let language = Language::from_path(p)?;
+                    Some((self.files.paths.relative(p), language, self.files.text(p)?))
+                })
+                .collect();
+            let candidates: Vec<Candidate<'_>> = texts
+                .iter()
+                .map(|(path, language, text)| Candidate {
+                    path,
+                    language: *language,
+                    text,
+                })
+                .collect();
+            match plan_block(block, &candidates) {
+                Ok(edits) => {
+                    for edit in edits {
+                        // A later block for the same definition wins: the
+                        // model's last word.
+                        calls.retain(|c| {
+                            c.arguments["path"] != edit.path.as_str()
+                                || c.arguments["search"] != edit.search.as_str()
+                        });
+                        calls.push(ToolCall {
+                            id: format!("answer-code-{}-{}", i + 1, calls.len() + 1),
+                            name: "edit".to_owned(),
+                            arguments: json!({
+                                "path": edit.path,
+                                "search": edit.search,
+                                "replace": edit.replace,
+                            }),
+                        });
+                    }
+                }
+                Err(NoEdit::NoDefinitions) => {}
+                Err(why) => refused.push(format!("code block {}: {why}", i + 1)),
+            }
+        }
+        if calls.is_empty() {
+            if refused.is_empty() {
+                return Ok(None);
+            }
+            let text = format!(
+                "Your answer's code was not applied ({}); nothing changed. Call edit, or answer with the whole corrected function in one fenced code block.",
+                refused.join("; ")
+            );
+            self.status(&format!(
+                "The code in the model's answer was not applied: {}",
+                refused.join("; ")
+            ));
+            return Ok(Some(text));
+        }
+        self.status(&format!(
+            "Applying the code in the model's answer as {} edit{}",
+            calls.len(),
+            if calls.len() == 1 { "" } else { "s" }
+        ));
+        let results = self.run_tools(&calls).await?;
+        let outcomes: Vec<String> = calls
+            .iter()
+            .zip(&results)
+            .map(|(call, message)| {
+                let path = call.arguments["path"].as_str().unwrap_or_default();
+                let outcome = message
+                    .content
+                    .lines()
+                    .filter(|l| !l.starts_with("<data-") && !l.starts_with("</data-"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                format!("{path}: {outcome}")
+            })
+            .collect();
+        let mut text = format!(
+            "Fettle applied the code of your answer as edits (each definition in place of the one with its name). {}",
+            outcomes.join(" ")
+        );
+        if !refused.is_empty() {
+            text.push_str(&format!(" Not applied: {}.", refused.join("; ")));
+        }
+        Ok(Some(text))
+    }
+
+    /// The files a block defining `names` may be for: those the task
+    /// touched, the user's file, the hinted file and the index's definers,
+    /// writable ones only, at most [`MAX_CANDIDATES`].
+    fn block_candidates(&self, names: &[String], hint: Option<&str>) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = self.files.touched.clone();
+        if let Some(focus) = &self.spec.focus {
+            paths.push(focus.path.clone());
+        }
+        if let Some(path) = hint.and_then(|h| self.files.paths.resolve(h).ok()) {
+            paths.push(path);
+        }
+        for name in names {
+            for symbol in self.index.definitions(name) {
+                paths.push(symbol.path.to_path_buf());
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        paths.retain(|p| seen.insert(p.clone()));
+        paths.retain(|p| {
+            let rel = self.files.paths.relative(p);
+            self.files.paths.check_writable(&rel, p).is_ok()
+        });
+        paths.truncate(MAX_CANDIDATES);
+        paths
+    }
+}
