@@ -151,6 +151,13 @@ fn models(config: &Config, no_probe: bool) -> bool {
         if no_probe {
             continue;
         }
+        let builtin_coder = crate::config::CODER_MODELS.iter().any(|(n, _)| n == name);
+        let missing = model.expanded_path().is_none_or(|p| !p.is_file());
+        if builtin_coder && used_by.is_empty() && missing {
+            // Known by name, not installed, not used: nothing is wrong.
+            println!("    not installed: `fettle model fetch {name}` installs it");
+            continue;
+        }
         // The path each feature will use: FIM for completion (and for the
         // embedded model, whose probe also proves the weights load), chat
         // for edits and the agent.

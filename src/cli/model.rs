@@ -119,8 +119,24 @@ fn fetch_named(name: &str, args: FetchArgs) -> i32 {
     }
 }
 
-/// The configuration that makes the features use `model` at `path`.
+/// How the features get to use `model` at `path`: nothing to do for a
+/// built-in name at its own path, else the configuration to add.
 fn how_to_use(model: &CatalogModel, path: &std::path::Path) -> String {
+    let builtin = crate::config::CODER_MODELS
+        .iter()
+        .any(|(name, file)| *name == model.name && models_dir().join(file) == path);
+    if builtin {
+        let defaults = if model.name == crate::config::DEFAULT_CODER_MODEL {
+            "Rewrites and the agent use it now, unless your configuration names another model. "
+        } else {
+            ""
+        };
+        return format!(
+            "{defaults}It is built in as \"{name}\"; to use it for a feature, e.g. ghost text, \
+             add to ~/.config/fettle/config.toml:\n\n[completion]\nmodel = \"{name}\"\n",
+            name = model.name
+        );
+    }
     let key = model.name.replace('.', "-");
     format!(
         "To use it, add to ~/.config/fettle/config.toml (or fettle.toml):\n\n\

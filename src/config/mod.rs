@@ -25,7 +25,7 @@ pub use schema::{
     expand_home, AgentConfig, CheckConfig, CheckFormat, CodeActionsMode, CommandPolicy,
     CompletionConfig, Config, ConfirmMode, DiagnosticsConfig, EditAction, EditConfig, FimTemplate,
     IndexConfig, LogConfig, ModelConfig, Multiline, Provider, SandboxMode, UnsavedBuffers,
-    BUILTIN_MODEL, DEFAULT_LOCAL_MODEL_PATH,
+    BUILTIN_MODEL, CODER_MODELS, DEFAULT_CODER_MODEL, DEFAULT_LOCAL_MODEL_PATH,
 };
 
 /// Where a configuration value came from, lowest priority first.
@@ -95,6 +95,11 @@ pub struct ConfigLayers {
     file_trust: BTreeMap<Source, FileTrust>,
     /// Where trust is recorded; `None`: [`trust::trust_store_path`].
     trust_store: Option<PathBuf>,
+    /// Whether models installed on this machine choose defaults (the
+    /// edit and agent models, see `resolve::prefer_installed_coder`): on
+    /// for the server and the CLI, off for layers built in code, whose
+    /// result must not depend on the machine.
+    installed_defaults: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,7 +124,15 @@ impl ConfigLayers {
     /// With several roots, a later root's `fettle.toml` overrides an earlier one's.
     /// A file that cannot be read or parsed is left out and reported.
     pub fn load_files(roots: &[PathBuf]) -> (Self, Vec<ConfigError>) {
-        Self::load_files_from(user_config_path().as_deref(), roots)
+        let (layers, errors) = Self::load_files_from(user_config_path().as_deref(), roots);
+        (layers.with_installed_defaults(), errors)
+    }
+
+    /// Lets the models installed on this machine choose defaults (see
+    /// the field).
+    pub fn with_installed_defaults(mut self) -> Self {
+        self.installed_defaults = true;
+        self
     }
 
     /// [`Self::load_files`] with an explicit user file (`None`: no user file).
@@ -296,7 +309,7 @@ impl ConfigLayers {
             },
             _ => None,
         };
-        resolve::resolve(&self.layers, &untrusted)
+        resolve::resolve(&self.layers, &untrusted, self.installed_defaults)
     }
 
     /// Treats a workspace layer as trusted whatever its content (content

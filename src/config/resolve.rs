@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::gate;
-use super::schema::{Config, Provider, BUILTIN_MODEL};
+use super::schema::{Config, Provider, BUILTIN_MODEL, DEFAULT_CODER_MODEL};
 use super::text::{did_you_mean, humanize, join_path, lookup, Seg};
 use super::validate::{validate, Finding};
 use super::{ConfigError, Resolved, Source};
@@ -18,6 +18,7 @@ pub(crate) struct Layer<'a> {
 pub(crate) fn resolve(
     layers: &[(Source, Value)],
     untrusted: gate::Untrusted<'_>,
+    installed_defaults: bool,
 ) -> Result<Resolved, Vec<ConfigError>> {
     let default_source = Source::Default;
     let mut stack = vec![Layer {
@@ -67,6 +68,9 @@ pub(crate) fn resolve(
 
     fill_default_base_urls(&mut config);
     let is_default = |segs: &[Seg]| origin(segs) == Source::Default;
+    if installed_defaults {
+        prefer_installed_coder(&mut config, &is_default);
+    }
     let findings = validate(&config, &is_default);
     if !findings.errors.is_empty() {
         let mut errors = findings.errors;
@@ -102,6 +106,28 @@ pub(crate) fn resolve(
         warnings,
         ignored,
     })
+}
+
+/// The edit and agent models, where nothing set them, are the default
+/// coder model when its file is installed (the built-in `local` model is
+/// too small to run the repair loop or rewrite a function).
+fn prefer_installed_coder(config: &mut Config, is_default: &dyn Fn(&[Seg]) -> bool) {
+    let installed = config
+        .models
+        .get(DEFAULT_CODER_MODEL)
+        .filter(|m| m.provider == Provider::Local)
+        .and_then(|m| m.expanded_path())
+        .is_some_and(|p| p.is_file());
+    if !installed {
+        return;
+    }
+    let key = |section: &str| [Seg::Key(section.to_owned()), Seg::Key("model".to_owned())];
+    if is_default(&key("edit")) {
+        config.edit.model = DEFAULT_CODER_MODEL.to_owned();
+    }
+    if is_default(&key("agent")) {
+        config.agent.model = DEFAULT_CODER_MODEL.to_owned();
+    }
 }
 
 /// Each leaf of the resolved config → the highest layer that sets it.

@@ -31,10 +31,29 @@ pub struct Config {
     pub check: CheckConfig,
 }
 
+/// The coder models `fettle model fetch NAME` installs, known by name
+/// without any configuration: `agent.model = "qwen2.5-coder-1.5b"` is
+/// enough once the file is there.
+pub const CODER_MODELS: &[(&str, &str)] = &[
+    ("qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct-q4.gguf"),
+    (
+        "qwen2.5-coder-1.5b",
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    ),
+];
+/// The built-in coder models' context window (they are trained for 32k).
+pub const CODER_CONTEXT_TOKENS: u32 = 8192;
+/// What the edit and agent models default to when its file is installed:
+/// the smallest model measured to run the repair loop (`docs/models.md`).
+pub const DEFAULT_CODER_MODEL: &str = "qwen2.5-coder-1.5b";
+
 impl Default for Config {
     fn default() -> Self {
         let mut models = BTreeMap::new();
         models.insert(BUILTIN_MODEL.to_string(), ModelConfig::builtin_local());
+        for (name, file) in CODER_MODELS {
+            models.insert(name.to_string(), ModelConfig::builtin_coder(file));
+        }
         Self {
             index: IndexConfig::default(),
             diagnostics: DiagnosticsConfig::default(),
@@ -230,6 +249,22 @@ impl ModelConfig {
     pub fn builtin_local() -> Self {
         Self {
             path: Some(DEFAULT_LOCAL_MODEL_PATH.to_string()),
+            ..Self::new(Provider::Local)
+        }
+    }
+    /// A built-in coder model, installed by `fettle model fetch NAME` next
+    /// to the default one. Never fetched on first use: it is hundreds of MB
+    /// to a GB, which a user asks for.
+    pub fn builtin_coder(file: &str) -> Self {
+        let dir = DEFAULT_LOCAL_MODEL_PATH
+            .rsplit_once('/')
+            .map_or("~/.cache/fettle/models", |(dir, _)| dir);
+        Self {
+            path: Some(format!("{dir}/{file}")),
+            auto_fetch: false,
+            // The agent's first message shows the failing code and tests
+            // (3–5k tokens); the KV cache of 8k is ~230 MB for the 1.5B.
+            context_tokens: CODER_CONTEXT_TOKENS,
             ..Self::new(Provider::Local)
         }
     }

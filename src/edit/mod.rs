@@ -156,6 +156,7 @@ pub enum Reason {
     DocumentChanged,
     EditorRefused,
     Discarded,
+    ModelTooSmall,
 }
 
 impl Reason {
@@ -174,6 +175,7 @@ impl Reason {
             Reason::DocumentChanged => "document_changed",
             Reason::EditorRefused => "editor_refused",
             Reason::Discarded => "discarded",
+            Reason::ModelTooSmall => "model_too_small",
         }
     }
 }
@@ -264,6 +266,12 @@ pub async fn rewrite(
     env: &Env<'_>,
 ) -> Result<Rewrite, Refusal> {
     let started = Instant::now();
+    if let Some(why) =
+        crate::model::local::catalog::too_small_for(env.model.config(), "rewrite code")
+    {
+        // Said at once: the small model would spend minutes, then fail.
+        return Err(Refusal::new(Reason::ModelTooSmall, why));
+    }
     let rope = &doc.rope;
     let range = plan.range.clone();
     let old = rope.byte_slice(range.clone()).to_string();

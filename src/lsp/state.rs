@@ -105,7 +105,7 @@ impl State {
             encoding: OnceLock::new(),
             capabilities: OnceLock::new(),
             roots: RwLock::new(Vec::new()),
-            file_layers: Mutex::new(ConfigLayers::default()),
+            file_layers: Mutex::new(ConfigLayers::default().with_installed_defaults()),
             client_layers: Mutex::new(BTreeMap::new()),
             index: RwLock::new(Arc::new(WorkspaceIndex::new(IndexSettings::from_config(
                 &config.index,

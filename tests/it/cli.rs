@@ -128,3 +128,96 @@ fn index_prints_what_the_workspace_index_sees() {
     assert_eq!(value["matches"][0]["name"], "parse_header");
     assert_eq!(value["matches"][0]["line"], 1);
 }
+
+/// `fettle ARGS` in `cwd` with `home` as `$HOME` (where the models live).
+fn fettle_at_home(args: &[&str], cwd: &std::path::Path, home: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fettle"))
+        .args(args)
+        .current_dir(cwd)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env_remove("FETTLE_LOG")
+        .output()
+        .expect("run fettle")
+}
+
+/// With only the small built-in model, an agent task is refused before
+/// any test runs, naming the command that installs a model that can do it;
+/// once that model's file is there, edits and the agent use it by default,
+/// and a configured model still wins.
+#[test]
+fn the_agent_refuses_the_small_model_at_once_and_prefers_an_installed_coder() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("test_calc.py"),
+        "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = fettle_at_home(
+        &["fix", "--yes", "--json", "--test", "false", "."],
+        ws.path(),
+        home.path(),
+    );
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"], "failed", "{result}");
+    let summary = result["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("SmolLM2-135M-Instruct, is too small to run the repair loop")
+            && summary.contains("`fettle model fetch qwen2.5-coder-1.5b`"),
+        "{summary}"
+    );
+    assert_eq!(result["iterations"], 0, "{result}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+
+    let model_of = |feature: &str, text: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{feature}.model ")))
+            .unwrap_or_else(|| panic!("{feature}.model in {text}"))
+            .to_owned()
+    };
+    let doctor = |cwd: &std::path::Path| {
+        let out = fettle_at_home(&["doctor", "--no-probe"], cwd, home.path());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = doctor(ws.path());
+    assert!(model_of("agent", &text).contains("\"local\""), "{text}");
+    // The 1.5B model's file appears (its contents do not matter here).
+    let models = home.path().join(".cache/fettle/models");
+    std::fs::create_dir_all(&models).unwrap();
+    std::fs::write(
+        models.join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+        b"GGUF",
+    )
+    .unwrap();
+    let text = doctor(ws.path());
+    for feature in ["agent", "edit"] {
+        assert!(
+            model_of(feature, &text).contains("\"qwen2.5-coder-1.5b\""),
+            "{text}"
+        );
+    }
+    assert!(
+        model_of("completion", &text).contains("\"local\""),
+        "{text}"
+    );
+    // What a configuration names wins over the installed default.
+    std::fs::write(
+        ws.path().join("fettle.toml"),
+        "[agent]\nmodel = \"local\"\n",
+    )
+    .unwrap();
+    let text = doctor(ws.path());
+    assert!(model_of("agent", &text).contains("\"local\""), "{text}");
+    assert!(
+        model_of("edit", &text).contains("\"qwen2.5-coder-1.5b\""),
+        "{text}"
+    );
+}

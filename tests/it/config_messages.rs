@@ -67,7 +67,7 @@ fn error_messages() {
         r#"completion.max_prompt_tokens: expected an integer, found a string "lots""#
     ));
     assert!(first("unknown_model")
-        .starts_with(r#"completion.model: unknown model "fats" (defined: fast, local)"#));
+        .starts_with(r#"completion.model: unknown model "fats" (defined: fast, local, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b)"#));
     for secret in ["sk-proj-0123456789abcdefABCDEF", "hunter2", "hunter3"] {
         assert!(
             messages.values().flatten().all(|m| !m.contains(secret)),

@@ -78,6 +78,18 @@ impl Verification {
     /// What the model reads: verdict, counts, failures mapped to files, and
     /// the head and tail of the output.
     pub fn for_model(&self, test_command: Option<&str>) -> String {
+        self.for_model_within(test_command, 6 * 1024, 120)
+    }
+
+    /// [`Self::for_model`] with the test output cut to `max_bytes` and
+    /// `max_lines` (head and tail): a small local model's context is a few
+    /// thousand tokens, shared with the code and its answer.
+    pub fn for_model_within(
+        &self,
+        test_command: Option<&str>,
+        max_bytes: usize,
+        max_lines: usize,
+    ) -> String {
         let mut out = String::new();
         out.push_str(if self.passed { "PASSED" } else { "FAILED" });
         out.push_str(&format!(" ({})\n", self.score.describe()));
@@ -110,7 +122,7 @@ impl Verification {
             }
             if !self.passed && !outcome.output.trim().is_empty() {
                 out.push_str("Output (head and tail):\n");
-                out.push_str(&output::head_tail(&outcome.output, 6 * 1024, 120));
+                out.push_str(&output::head_tail(&outcome.output, max_bytes, max_lines));
             }
         }
         out

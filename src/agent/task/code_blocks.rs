@@ -29,6 +29,7 @@ impl Task {
             return Ok(None);
         }
         let mut calls: Vec<ToolCall> = Vec::new();
+        let mut replaced: Vec<String> = Vec::new();
         let mut refused: Vec<String> = Vec::new();
         for (i, block) in blocks.iter().enumerate() {
             let names = defined_names(block);
@@ -36,6 +37,7 @@ impl Task {
                 // Examples, commands and output are blocks too: not edits.
                 continue;
             }
+            self.code_answers += 1;
             let paths = self.block_candidates(&names, block.file_hint.as_deref());
             let texts: Vec<(String, Language, String)> = paths
                 .iter()
@@ -55,6 +57,12 @@ impl Task {
             match plan_block(block, &candidates) {
                 Ok(edits) => {
                     for edit in edits {
+                        for name in &edit.names {
+                            let what = format!("`{name}` in {}", edit.path);
+                            if !replaced.contains(&what) {
+                                replaced.push(what);
+                            }
+                        }
                         // A later block for the same definition wins: the
                         // model's last word.
                         calls.retain(|c| {
@@ -96,6 +104,11 @@ impl Task {
             if calls.len() == 1 { "" } else { "s" }
         ));
         let results = self.run_tools(&calls).await?;
+        if self.edits_in_attempt > 0 {
+            // The summary quotes the model's last words: here they were
+            // code, so say what was done with it instead.
+            self.last_text = format!("Replaced {} with the model's version.", replaced.join(", "));
+        }
         let outcomes: Vec<String> = calls
             .iter()
             .zip(&results)

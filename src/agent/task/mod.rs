@@ -49,6 +49,9 @@ const LOCAL_REPO_MAP_TOKENS: usize = 300;
 /// size.
 const LOCAL_CODE_FILES: usize = 2;
 const LOCAL_CODE_BYTES: usize = 8 * 1024;
+/// The test output a local model is shown (head and tail); the failing
+/// tests and their messages come first, parsed, whatever the size.
+const LOCAL_TEST_OUTPUT_BYTES: usize = 1536;
 
 /// What a task runs against.
 pub struct TaskEnv {
@@ -63,6 +66,15 @@ pub struct TaskEnv {
 /// status and an explanation).
 pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -> TaskResult {
     let started = Instant::now();
+    if let Some(why) =
+        crate::model::local::catalog::too_small_for(env.model.config(), "run the repair loop")
+    {
+        // Said at once, before any test runs: the small model would spend
+        // minutes of turns and then give up.
+        let mut result = TaskResult::failed(&spec.id, capitalized(&why));
+        result.elapsed_ms = started.elapsed().as_millis() as u64;
+        return result;
+    }
     let paths = match WorkspacePaths::new(&spec.root) {
         Ok(paths) => paths,
         Err(err) => {
@@ -125,6 +137,8 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         event_budget: Default::default(),
         edits_in_attempt: 0,
         answer_note: None,
+        code_answers: 0,
+        unchanged_attempts: 0,
     };
     task.run().await
 }
@@ -168,6 +182,12 @@ pub(crate) struct Task {
     /// What became of the code in the model's last answer, for the
     /// feedback.
     answer_note: Option<String>,
+    /// Answers that held code for a definition (applied or not): a model
+    /// that writes code is trying, even without tool calls.
+    code_answers: u32,
+    /// Attempts in a row that changed no file: the next turns sample
+    /// instead of repeating the same answer.
+    unchanged_attempts: u32,
 }
 
 impl Task {
@@ -233,7 +253,11 @@ impl Task {
                 }
                 return self.give_up(cause, best, &last).await;
             }
-            if self.tool_calls == 0 && iteration >= NO_TOOL_ATTEMPTS {
+            self.unchanged_attempts = match self.edits_in_attempt {
+                0 => self.unchanged_attempts + 1,
+                _ => 0,
+            };
+            if self.tool_calls == 0 && self.code_answers == 0 && iteration >= NO_TOOL_ATTEMPTS {
                 let cause = StopCause::NoToolUse {
                     model: self.model.name().to_owned(),
                     turns: iteration,
@@ -552,7 +576,7 @@ impl Task {
             &self.spec,
             focus_excerpt,
             &map,
-            &baseline.for_model(self.spec.test_command.as_deref()),
+            &self.verification_for_model(baseline),
         );
         if local {
             message.push_str(&self.code_under_test(&focus.paths));
@@ -593,6 +617,16 @@ impl Task {
         out
     }
 
+    /// What the model is told of a verification: the test output cut
+    /// shorter for a local model.
+    fn verification_for_model(&self, v: &Verification) -> String {
+        let command = self.spec.test_command.as_deref();
+        match self.is_local() {
+            true => v.for_model_within(command, LOCAL_TEST_OUTPUT_BYTES, 40),
+            false => v.for_model(command),
+        }
+    }
+
     fn feedback(
         &self,
         v: &Verification,
@@ -612,7 +646,7 @@ impl Task {
         out.push_str(&self.boundary.data(
             "verification",
             "fettle",
-            &v.for_model(self.spec.test_command.as_deref()),
+            &self.verification_for_model(v),
         ));
         out.push('\n');
         if let Some(note) = rolled_back {
@@ -762,6 +796,14 @@ impl Task {
             }),
         );
         result
+    }
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 

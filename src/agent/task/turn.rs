@@ -40,7 +40,7 @@ impl Task {
             tools,
             options: GenOptions {
                 max_tokens: Some(max_tokens),
-                temperature: Some(0.0),
+                temperature: Some(self.temperature()),
                 stop: Vec::new(),
                 latency_target: None,
             },
@@ -97,7 +97,20 @@ impl Task {
     }
 }
 
+/// The temperature after an attempt that changed nothing: at 0 the model
+/// would give the same answer again.
+const RETRY_TEMPERATURE: f64 = 0.7;
+
 impl Task {
+    /// Greedy while attempts change something; sampled after one that did
+    /// not (the same prompt at temperature 0 repeats the same answer).
+    fn temperature(&self) -> f64 {
+        match self.unchanged_attempts {
+            0 => 0.0,
+            _ => RETRY_TEMPERATURE,
+        }
+    }
+
     /// The model runs in-process (small, slow to prefill): it gets the
     /// compact prompt and tool list.
     pub(super) fn is_local(&self) -> bool {

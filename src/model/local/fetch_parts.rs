@@ -269,6 +269,7 @@ with zipfile.ZipFile(out, 'w') as z:
             sha256: leak(sha256_hex(&whole)),
             license: "none",
             parts: Box::leak(catalog_parts.into_boxed_slice()),
+            edits: true,
         };
         (model, parts)
     }

@@ -516,21 +516,18 @@ fn confirm_ask_discards_when_the_user_says_so() {
     assert!(lsp.buffers[&uri].1.contains("* 0.3"));
 }
 
-/// The real embedded model (SmolLM2-135M) rewrites a 10-line function: the
-/// flow completes, and the result is applied (the buffer holds it and still
-/// parses) or refused cleanly (the buffer is untouched). What a 135M model
-/// writes is not asserted. Skips without the model unless
-/// `FETTLE_REQUIRE_MODEL=1`.
+/// The built-in SmolLM2-135M cannot rewrite code (it answered in prose after
+/// minutes): a rewrite with it is refused at once, before any model work,
+/// naming the command that installs a model that can, and nothing changes.
 #[test]
-fn the_embedded_model_rewrites_a_function_or_refuses_cleanly() {
-    let Some(model) = crate::local_model::model_path() else {
-        return;
-    };
-    let text = "def average(values):\n    total = 0\n    count = 0\n    for v in values:\n        total = total + v\n        count = count + 1\n    if count == 0:\n        return 0\n    result = total / count\n    return result\n";
+fn a_rewrite_with_the_small_builtin_model_is_refused_at_once() {
+    let text = "def average(values):\n    total = 0\n    for v in values:\n        total = total + v\n    return total / len(values)\n";
     let ws = Workspace::new(&[("stats.py", text)]);
     let uri = ws.uri("stats.py");
+    // The file need not exist: the model is known by its file's name.
+    let path = ws.path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     let options = json!({
-        "models": { "local": { "provider": "local", "path": model, "context_tokens": 2048 } },
+        "models": { "local": { "provider": "local", "path": path } },
         "edit": { "model": "local" },
     });
     let mut lsp = start(&ws, options, "utf-16");
@@ -539,30 +536,19 @@ fn the_embedded_model_rewrites_a_function_or_refuses_cleanly() {
     let id = lsp.send_request(
         "workspace/executeCommand",
         json!({ "command": "fettle.rewrite", "arguments": [ {
-            "uri": uri, "range": range(0, 0, 10, 0), "version": 1,
+            "uri": uri, "range": range(0, 0, 5, 0), "version": 1,
             "instruction": "Add a docstring to this function." } ] }),
     );
-    let result = lsp.response_within(&id, Duration::from_secs(300))["result"].clone();
-    eprintln!(
-        "embedded model rewrite: {:.1} s, {result}",
-        started.elapsed().as_secs_f64()
-    );
+    let result = lsp.response_within(&id, Duration::from_secs(30))["result"].clone();
+    assert!(started.elapsed() < Duration::from_secs(10), "{result}");
+    assert_eq!(result["applied"], false, "{result}");
+    let summary = result["summary"].as_str().unwrap_or_default();
     assert!(
-        result["summary"].as_str().is_some_and(|s| !s.is_empty()),
-        "{result}"
+        summary.contains("too small to rewrite code")
+            && summary.contains("`fettle model fetch qwen2.5-coder-1.5b`"),
+        "{summary}"
     );
-    let buffer = &lsp.buffers[&uri].1;
-    if result["applied"] == true {
-        assert_ne!(buffer, text);
-        let tree =
-            fettle::syntax::parse_str(fettle::syntax::Language::Python, buffer, None).unwrap();
-        assert!(
-            !tree.root_node().has_error(),
-            "applied code must parse:\n{buffer}"
-        );
-    } else {
-        assert_eq!(buffer, text, "refused: nothing changed ({result})");
-    }
+    assert_eq!(lsp.buffers[&uri].1, text);
     let stats = lsp.request("fettle/stats", json!(null)).unwrap();
     assert_eq!(stats["edit"]["requested"], 1, "{stats}");
 }
