@@ -79,6 +79,22 @@ pub(super) fn clean<'a>(raw: &'a str, prefix: &str) -> Cleaned<'a> {
             }
         }
     }
+    // Our label for a snippet of another file (`# Path: area.py`): a model
+    // that writes one has started another file (seen with Qwen2.5-Coder).
+    if !prefix.contains("Path:") {
+        let mut pos = start;
+        while pos < end {
+            let (line, next) = line_at(&text, pos);
+            if is_path_label(line) {
+                end = pos;
+                break;
+            }
+            match next {
+                Some(n) => pos = n,
+                None => break,
+            }
+        }
+    }
     let text = match text {
         Cow::Borrowed(s) => Cow::Borrowed(&s[start..end]),
         Cow::Owned(s) => Cow::Owned(s[start..end].to_string()),
@@ -88,6 +104,23 @@ pub(super) fn clean<'a>(raw: &'a str, prefix: &str) -> Cleaned<'a> {
         wrapped,
         fence_seen,
     }
+}
+
+/// A line like the prompt's snippet labels (`crate::model::fim::snippet_header`):
+/// a comment opener, `Path: ` and one path.
+fn is_path_label(line: &str) -> bool {
+    let line = line.trim();
+    let Some(rest) = ["//", "#", "--", ";", "%", "<!--", "/*", "(*", "REM", "\""]
+        .iter()
+        .find_map(|open| line.strip_prefix(open))
+    else {
+        return false;
+    };
+    let Some(path) = rest.trim_start().strip_prefix("Path: ") else {
+        return false;
+    };
+    let path = path.trim_end_matches(['-', '>', '*', ')', ' ']);
+    !path.is_empty() && !path.contains(char::is_whitespace)
 }
 
 /// Removes `<think>…</think>` blocks; a close with no open drops everything before
