@@ -16,7 +16,7 @@ script builds a fresh workspace holding
                  args that are not a list are one argument, as tester.py
                  does) are written inline, cases upstream skips unless
                  --runslow (knapsack's 4-minute case, levenshtein's long
-                 one) are dropped, and each test gets a 10 s alarm so an
+                 one) are dropped, and each test gets a 3 s alarm so an
                  infinite loop fails the test instead of hanging the run
   node.py        for the graph programs whose tests import Node
 
@@ -107,7 +107,7 @@ import time
 PINNED_COMMIT = "4257f44b0ff1181dedaedee6a447e133219fcebf"
 DEFAULT_FETTLE = "~/.cache/fettle-ci/target-release/release/fettle"
 KILL_GRACE_S = 60
-TEST_ALARM_S = 10
+TEST_ALARM_S = 3  # correct programs take < 2 s per case (levenshtein the longest)
 # A validation run of one workspace's tests (buggy or correct) must take
 # less than this; the benchmark's test runs should be far below Fettle's
 # per-run limit.

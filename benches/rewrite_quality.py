@@ -6,7 +6,7 @@ rewrite is applied, and whether what it leaves behind is right.
 What it measures
 ----------------
 The programs: the first 20 (by name) of QuixBugs' correct_python_programs/
-that have JSON test cases (json_testcases/NAME.json): bitcount … 
+that have JSON test cases (json_testcases/NAME.json): bitcount to
 next_permutation. Each gets a workspace built by benches/quixbugs.py (this
 script imports it: NAME.py is the *correct* program, test_NAME.py QuixBugs'
 own test made to stand alone, node.py where needed).
@@ -30,9 +30,11 @@ editor:
 
 Recorded per rewrite: applied, the server's summary and taskId, seconds
 (executeCommand sent → answered; with a local model this includes loading
-the weights, from the page cache after the first), the refusal reason
-(`fettle/stats` edit.refused), the model's streamed text
-(`fettle/taskEvent`s), and, when applied, on the resulting buffer:
+the weights, from the page cache after the first; a rewrite the client
+gave up on counts at --timeout-s), the refusal reason (`fettle/stats`
+edit.refused), the model's streamed text (`fettle/taskEvent`s; when the
+server retried, both answers run together), the unified diff, and, when
+applied, on the resulting buffer:
 
   parses           ast.parse succeeds
   code_unchanged   (Add documentation) ast.dump of the module with every
@@ -117,6 +119,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no benches/__pycache__ in the source tree
 import quixbugs as qb  # noqa: E402  (benches/quixbugs.py: the QuixBugs workspaces)
 
 PROGRAMS = 20
@@ -217,9 +220,12 @@ def mock_answer(src, fn, instruction, prose=False, wrong=False):
         code.insert(body_line, f'{indent}"""{fn.name.replace("_", " ").capitalize()}: '
                                f'documented by the mock model."""')
     else:
-        code = ast.unparse(fn).split("\n")
         pad = " " * fn.col_offset
-        code = [pad + line if line else line for line in code]
+        code = [pad + line if line else line for line in ast.unparse(fn).split("\n")]
+        if [line.rstrip() for line in code] == [line.rstrip() for line in selected if line.strip()]:
+            # Already as ast.unparse writes it: a comment, so the answer
+            # is not refused as unchanged.
+            code.insert(1 + len(fn.decorator_list), pad + "    # Already as simple as it gets.")
     what = "documented" if instruction == "doc" else "simplified"
     return ("Sure! Here is the %s function:\n\n```python\n%s\n```\n\nThe behaviour is unchanged."
             % (what, "\n".join(code)))
@@ -641,7 +647,8 @@ def markdown(records):
             "|---|---|---|---|---|---:|---|"]
     for r in records:
         summary = (r["summary"] or r["error"] or "").replace("|", "\\|").replace("\n", " ")
-        secs = "–" if r["seconds"] is None else f"{r['seconds']:.1f}"
+        secs = "–" if r["seconds"] is None else (
+            f"{r['seconds']:.2f}" if r["seconds"] < 10 else f"{r['seconds']:.1f}")
         rows.append(f"| {r['program']} | {LABEL[r['instruction']]} | {yn(r['applied'])} | "
                     f"{yn(r.get('parses'))} | {verdict(r)} | {secs} | {clip(summary, 90)} |")
     return "\n".join(rows)
@@ -670,7 +677,7 @@ def summarize(records):
             s["tests_pass"] = sum(1 for r in rs if r.get("tests_pass"))
             s["tests_pass_changed"] = sum(1 for r in rs if r.get("tests_pass") and r.get("code_changed"))
             line += f", tests pass {s['tests_pass']}/{n} (code changed {s['tests_pass_changed']}/{n})"
-        line += ", median " + ("–" if med is None else f"{med:.1f} s")
+        line += ", median " + ("–" if med is None else f"{med:.2f} s" if med < 10 else f"{med:.1f} s")
         if s["errors"]:
             line += f", {s['errors']} error(s)"
         s["line"] = line

@@ -45,6 +45,8 @@ pub struct TaskSpec {
     pub check_timeout: Duration,
     /// What the checkers must report for the task to succeed.
     pub check_goal: CheckGoal,
+    /// `agent.prompt`: the compact prompt for small models, or the full one.
+    pub prompt: crate::config::AgentPrompt,
 }
 
 /// What the checkers must report for a task to succeed (besides passing
@@ -89,6 +91,7 @@ impl TaskSpec {
             checkers: Vec::new(),
             check_timeout: Duration::from_secs(300),
             check_goal: CheckGoal::NoNewErrors,
+            prompt: config.prompt,
         }
     }
 

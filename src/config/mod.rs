@@ -22,10 +22,10 @@ pub use check::CHECK_LANGUAGES;
 pub use files::{parse_toml, read_toml_file, user_config_path, workspace_config_path};
 pub use gate::{IgnoredKey, Rule, UntrustedFile, GATED};
 pub use schema::{
-    expand_home, AgentConfig, CheckConfig, CheckFormat, CodeActionsMode, CommandPolicy,
-    CompletionConfig, Config, ConfirmMode, DiagnosticsConfig, EditAction, EditConfig, FimTemplate,
-    IndexConfig, LogConfig, ModelConfig, Multiline, Provider, SandboxMode, UnsavedBuffers,
-    BUILTIN_MODEL, CODER_MODELS, DEFAULT_CODER_MODEL, DEFAULT_LOCAL_MODEL_PATH,
+    expand_home, AgentConfig, AgentPrompt, CheckConfig, CheckFormat, CodeActionsMode,
+    CommandPolicy, CompletionConfig, Config, ConfirmMode, DiagnosticsConfig, EditAction,
+    EditConfig, FimTemplate, IndexConfig, LogConfig, ModelConfig, Multiline, Provider, SandboxMode,
+    UnsavedBuffers, BUILTIN_MODEL, CODER_MODELS, DEFAULT_CODER_MODEL, DEFAULT_LOCAL_MODEL_PATH,
 };
 
 /// Where a configuration value came from, lowest priority first.

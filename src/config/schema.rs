@@ -436,6 +436,10 @@ pub struct AgentConfig {
     /// What the agent does when a file it needs to change is open in the
     /// editor with unsaved changes.
     pub unsaved_buffers: UnsavedBuffers,
+    /// The prompt the model gets: `compact` (made for a small model:
+    /// short, three tools, each attempt afresh), `full`, or `auto`
+    /// (compact for a `local` model).
+    pub prompt: AgentPrompt,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -457,6 +461,7 @@ impl Default for AgentConfig {
             protected_paths: Vec::new(),
             allow_hardlinks: false,
             unsaved_buffers: UnsavedBuffers::Ask,
+            prompt: AgentPrompt::Auto,
         }
     }
 }
@@ -607,6 +612,15 @@ keyword_enum!(
         Ask => "ask",
         Save => "save",
         Skip => "skip",
+    }
+);
+
+keyword_enum!(
+    /// Which prompt the agent's model gets (see `AgentConfig::prompt`).
+    AgentPrompt, "agent prompt", default = Auto, {
+        Auto => "auto",
+        Compact => "compact",
+        Full => "full",
     }
 );
 

@@ -11,6 +11,7 @@ mod code_blocks;
 mod diff;
 mod explain;
 mod files;
+mod fresh;
 mod prompt;
 mod tools;
 mod turn;
@@ -139,6 +140,8 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         answer_note: None,
         code_answers: 0,
         unchanged_attempts: 0,
+        brief: String::new(),
+        attempt_notes: Vec::new(),
     };
     task.run().await
 }
@@ -188,6 +191,11 @@ pub(crate) struct Task {
     /// Attempts in a row that changed no file: the next turns sample
     /// instead of repeating the same answer.
     unchanged_attempts: u32,
+    /// For a local model: the first message as of the files' current
+    /// state (its code and test results), which each attempt starts from.
+    brief: String,
+    /// For a local model: one line per failed attempt, for the next.
+    attempt_notes: Vec<String>,
 }
 
 impl Task {
@@ -220,11 +228,12 @@ impl Task {
             // It names files, which the workspace named.
             first.push_str(&format!("\n{}\n", prompt::defuse(&note)));
         }
-        let system = match self.is_local() {
+        let system = match self.compact_prompt() {
             true => self.boundary.local_system_prompt(),
             false => self.boundary.system_prompt(),
         };
         self.push(Message::system(system));
+        self.brief = first.clone();
         self.push(Message::user(first));
 
         let mut last = baseline;
@@ -273,6 +282,9 @@ impl Task {
                 // Nothing changed since the last run: its verdict stands.
                 last
             };
+            // What this attempt changed, before a rollback undoes it.
+            let attempt_diff =
+                (self.compact_prompt() && self.edits_in_attempt > 0).then(|| self.files.diff());
             let rolled_back = self
                 .record_attempt(iteration, &verification, &mut best)
                 .await;
@@ -280,13 +292,25 @@ impl Task {
                 return self.finish(StopCause::Success, Some(&verification)).await;
             }
             let answer_note = self.answer_note.take();
+            if self.compact_prompt() {
+                self.note_attempt(
+                    iteration,
+                    attempt_diff.as_deref(),
+                    answer_note.as_deref(),
+                    &verification,
+                    rolled_back.is_some(),
+                );
+                self.fresh_conversation(rolled_back.is_none().then_some(&verification));
+                last = verification;
+                continue;
+            }
             let mut feedback = self.feedback(
                 &verification,
                 rolled_back.as_deref(),
                 answer_note.as_deref(),
             );
             if self.tool_calls == 0 {
-                feedback.push_str(match self.is_local() {
+                feedback.push_str(match self.compact_prompt() {
                     true => prompt::SHOW_THE_CODE,
                     false => prompt::USE_THE_TOOLS,
                 });
@@ -568,7 +592,7 @@ impl Task {
             focus.paths.extend(more.paths);
             focus.identifiers.extend(more.identifiers);
         }
-        let local = self.is_local();
+        let local = self.compact_prompt();
         let map_tokens = if local { LOCAL_REPO_MAP_TOKENS } else { 1024 };
         let map = super::repo_map::repo_map(&self.index, self.files.root(), &focus, map_tokens);
         let mut message = prompt::task_message(
@@ -621,7 +645,7 @@ impl Task {
     /// shorter for a local model.
     fn verification_for_model(&self, v: &Verification) -> String {
         let command = self.spec.test_command.as_deref();
-        match self.is_local() {
+        match self.compact_prompt() {
             true => v.for_model_within(command, LOCAL_TEST_OUTPUT_BYTES, 40),
             false => v.for_model(command),
         }

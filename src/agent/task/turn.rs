@@ -30,7 +30,7 @@ const ELIDED: &str = "[elided to fit the model's context]";
 
 impl Task {
     pub(super) async fn model_turn(&mut self) -> Result<Turn, StopCause> {
-        let tools = match self.is_local() {
+        let tools = match self.compact_prompt() {
             true => super::tools::compact_definitions(),
             false => super::tools::definitions(),
         };
@@ -111,10 +111,17 @@ impl Task {
         }
     }
 
-    /// The model runs in-process (small, slow to prefill): it gets the
-    /// compact prompt and tool list.
-    pub(super) fn is_local(&self) -> bool {
-        self.model.config().provider == crate::config::Provider::Local
+    /// Whether the model gets the compact prompt (short, three tools, each
+    /// attempt afresh): `agent.prompt`, by default for a model that runs
+    /// in-process (small, slow to prefill).
+    pub(super) fn compact_prompt(&self) -> bool {
+        match self.spec.prompt {
+            crate::config::AgentPrompt::Compact => true,
+            crate::config::AgentPrompt::Full => false,
+            crate::config::AgentPrompt::Auto => {
+                self.model.config().provider == crate::config::Provider::Local
+            }
+        }
     }
 
     /// For a model with a known context window (the embedded one), elides

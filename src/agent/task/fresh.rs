@@ -1,0 +1,61 @@
+//! A local model starts each attempt afresh: the system prompt and one
+//! message with the code and the test results as they are now, plus a line
+//! on each earlier attempt. A small model shown its own earlier answer
+//! copies it (measured: the same unchanged function five attempts in a
+//! row, at temperature 0.7), and the whole history would cost prefill time
+//! on every turn.
+
+use super::check::Verification;
+use super::{prompt, Task};
+use crate::model::Message;
+
+/// The most of an attempt's diff its note quotes.
+const MAX_NOTE_DIFF_BYTES: usize = 800;
+
+impl Task {
+    /// Records what a failed attempt did, for the attempts to come.
+    pub(super) fn note_attempt(
+        &mut self,
+        iteration: u32,
+        diff: Option<&str>,
+        answer_note: Option<&str>,
+        v: &Verification,
+        rolled_back: bool,
+    ) {
+        let what = match (diff, answer_note) {
+            (Some(diff), _) => format!(
+                "changed the code:\n{}",
+                crate::agent::output::head_tail(diff.trim_end(), MAX_NOTE_DIFF_BYTES, 30)
+            ),
+            (None, Some(note)) => note.to_owned(),
+            (None, None) => "changed nothing".to_owned(),
+        };
+        let verdict = if rolled_back {
+            format!("{} — worse, so it was undone", v.score.describe())
+        } else {
+            v.score.describe()
+        };
+        self.attempt_notes
+            .push(format!("Attempt {iteration}: {what}\nResult: {verdict}."));
+    }
+
+    /// Replaces the conversation with a fresh start from the files' current
+    /// state. `current` is the verification of that state, or `None` when
+    /// the attempt was rolled back (the brief of the state restored holds).
+    pub(super) fn fresh_conversation(&mut self, current: Option<&Verification>) {
+        if let Some(v) = current {
+            self.brief = self.first_message(v);
+        }
+        let mut text = self.brief.clone();
+        text.push_str("\nEarlier attempts, none of which passed (do not repeat them; try something different):\n");
+        for note in &self.attempt_notes {
+            // Quotes the model's code and the workspace's paths.
+            text.push_str(&prompt::defuse(note));
+            text.push('\n');
+        }
+        let system = self.boundary.local_system_prompt();
+        self.messages.clear();
+        self.push(Message::system(system));
+        self.push(Message::user(text));
+    }
+}
