@@ -157,6 +157,7 @@ pub enum Reason {
     EditorRefused,
     Discarded,
     ModelTooSmall,
+    CodeChanged,
 }
 
 impl Reason {
@@ -176,6 +177,7 @@ impl Reason {
             Reason::EditorRefused => "editor_refused",
             Reason::Discarded => "discarded",
             Reason::ModelTooSmall => "model_too_small",
+            Reason::CodeChanged => "code_changed",
         }
     }
 }

@@ -328,6 +328,35 @@ fn an_answer_that_breaks_the_syntax_is_retried_once_then_refused() {
     assert_eq!(stats["edit"]["refused"]["syntax_errors"], 1);
 }
 
+/// Asked only for documentation, an answer that also changes the code (seen
+/// in a benchmark: a function body replaced by a docstring and `return
+/// None`) is retried once with the fault, then refused; the document is
+/// unchanged.
+#[test]
+fn documentation_that_changes_the_code_is_retried_once_then_refused() {
+    let changed =
+        "```python\ndef tax(amount):\n    \"\"\"The tax on `amount`.\"\"\"\n    return None\n```";
+    let (result, bodies, mut lsp) = refused_twice(
+        changed,
+        range(10, 0, 12, 0),
+        "Add documentation comments (docstrings or doc comments, in this language's usual style) to the definitions in this code. Do not change the code itself.",
+    );
+    assert!(
+        result["summary"]
+            .as_str()
+            .unwrap()
+            .contains("changes the code"),
+        "{result}"
+    );
+    assert!(
+        bodies[1].contains("only documentation was asked for"),
+        "{}",
+        bodies[1]
+    );
+    let stats = lsp.request("fettle/stats", json!(null)).unwrap();
+    assert_eq!(stats["edit"]["refused"]["code_changed"], 1, "{stats}");
+}
+
 /// `SHOP` open, a rewrite of `range` that the mock answers with `answer`
 /// on the first try and on the retry: refused, nothing sent to the editor,
 /// the buffer as it was. The result, the two prompts, and the server.
