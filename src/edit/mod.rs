@@ -268,9 +268,11 @@ pub async fn rewrite(
     env: &Env<'_>,
 ) -> Result<Rewrite, Refusal> {
     let started = Instant::now();
-    if let Some(why) =
-        crate::model::local::catalog::too_small_for(env.model.config(), "rewrite code")
-    {
+    if let Some(why) = crate::model::local::catalog::too_small_for(
+        env.model.config(),
+        "rewrite code",
+        "edit.model",
+    ) {
         // Said at once: the small model would spend minutes, then fail.
         return Err(Refusal::new(Reason::ModelTooSmall, why));
     }

@@ -81,3 +81,112 @@ pub fn start(state: &Arc<State>, dest: PathBuf) {
         }
     });
 }
+
+/// A feature was refused because its model is too small: offers, once per
+/// session, to install the default coder model in the background
+/// (`window/showMessageRequest`: the user decides on a 1 GB download).
+/// Nothing waits for the answer; once installed, the configuration is
+/// resolved again, and rewrites and the agent use the new model.
+pub fn offer_coder(state: &Arc<State>, why: String) {
+    let Some(model) = crate::model::local::catalog::find(crate::config::DEFAULT_CODER_MODEL) else {
+        return;
+    };
+    let dest = crate::config::expand_home(crate::config::DEFAULT_LOCAL_MODEL_PATH)
+        .with_file_name(model.file);
+    // Installed (the message names the setting to change), or offered
+    // already this session: the message alone.
+    if dest.is_file() || !state.model_fetches.lock().insert(dest.clone()) {
+        let state = state.clone();
+        tokio::spawn(async move {
+            state
+                .client
+                .show_message(MessageType::WARNING, format!("Fettle: {why}"))
+                .await;
+        });
+        return;
+    }
+    let state = state.clone();
+    tokio::spawn(async move {
+        let install = format!("Install ({} MB)", model.bytes / 1_000_000);
+        let actions = vec![
+            tower_lsp::lsp_types::MessageActionItem {
+                title: install.clone(),
+                properties: Default::default(),
+            },
+            tower_lsp::lsp_types::MessageActionItem {
+                title: "Not now".to_owned(),
+                properties: Default::default(),
+            },
+        ];
+        let answer = state
+            .client
+            .show_message_request(
+                MessageType::WARNING,
+                format!("Fettle: {why}"),
+                Some(actions),
+            )
+            .await;
+        if !matches!(answer, Ok(Some(ref item)) if item.title == install) {
+            // Asked again in the next session, or with the command.
+            tracing::info!("the user did not install the coder model now");
+            return;
+        }
+        install_named(&state, model, dest).await;
+    });
+}
+
+/// Installs the catalog `model` at `dest` with `$/progress`, then resolves
+/// the configuration again (an installed coder model becomes the edit and
+/// agent default).
+async fn install_named(
+    state: &Arc<State>,
+    model: &'static crate::model::local::catalog::CatalogModel,
+    dest: PathBuf,
+) {
+    let title = format!("Fettle: installing {}", model.name);
+    let progress = Progress::begin(state, &title, None).await;
+    let (lines, mut received) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let reporter = async {
+        while let Some(line) = received.recv().await {
+            progress.report(line, None).await;
+        }
+    };
+    let fetching = async move {
+        crate::model::local::fetch_parts::fetch_parts(model, &dest, None, &mut |line: &str| {
+            let _ = lines.send(line.to_owned());
+        })
+        .await
+    };
+    let (result, ()) = tokio::join!(fetching, reporter);
+    match result {
+        Ok(done) => {
+            tracing::info!(path = %done.path.display(), "coder model installed");
+            progress.end("installed".to_owned()).await;
+            super::settings::reload_files(state).await;
+            state
+                .client
+                .show_message(
+                    MessageType::INFO,
+                    format!(
+                        "fettle: {} installed; rewrites and the agent use it now",
+                        model.name
+                    ),
+                )
+                .await;
+        }
+        Err(err) => {
+            tracing::warn!(error = %format!("{err:#}"), "installing the coder model failed");
+            progress.end("failed".to_owned()).await;
+            state
+                .client
+                .show_message(
+                    MessageType::WARNING,
+                    format!(
+                        "fettle: could not install {}: {err:#}. Run `fettle model fetch {}` in a terminal (it resumes where this stopped)",
+                        model.name, model.name
+                    ),
+                )
+                .await;
+        }
+    }
+}

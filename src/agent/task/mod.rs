@@ -67,9 +67,11 @@ pub struct TaskEnv {
 /// status and an explanation).
 pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -> TaskResult {
     let started = Instant::now();
-    if let Some(why) =
-        crate::model::local::catalog::too_small_for(env.model.config(), "run the repair loop")
-    {
+    if let Some(why) = crate::model::local::catalog::too_small_for(
+        env.model.config(),
+        "run the repair loop",
+        "agent.model",
+    ) {
         // Said at once, before any test runs: the small model would spend
         // minutes of turns and then give up.
         let mut result = TaskResult::failed(&spec.id, capitalized(&why));

@@ -253,6 +253,14 @@ async fn run(
     };
     // Cancels the task when this handler is dropped (the client cancelled
     // the request): the task itself then stops at a safe point.
+    if let Some(why) = crate::model::local::catalog::too_small_for(
+        env.model.config(),
+        "run the repair loop",
+        "agent.model",
+    ) {
+        // The task fails at once (run_task says why); the fix is offered.
+        crate::lsp::model_fetch::offer_coder(state, why);
+    }
     let guard = cancel.clone().drop_guard();
     let task = tokio::spawn(run_task(spec, env, cancel));
     let result = task.await;

@@ -177,7 +177,10 @@ pub async fn rewrite(
             outcome.model_time = outcome.model_time.max(refusal.model_time);
             outcome.record(Some(refusal.reason));
             tracing::info!(task = %id, reason = refusal.reason.as_str(), message = %refusal.message, "rewrite not applied");
-            if refusal.reason != Reason::Cancelled {
+            if refusal.reason == Reason::ModelTooSmall {
+                // Offered instead of a plain warning: the fix is one click.
+                crate::lsp::model_fetch::offer_coder(state, refusal.message.clone());
+            } else if refusal.reason != Reason::Cancelled {
                 state
                     .client
                     .show_message(MessageType::WARNING, format!("Fettle: {}", refusal.message))

@@ -251,7 +251,7 @@ pub fn find(name: &str) -> Option<&'static CatalogModel> {
 /// SmolLM2-135M answers such tasks in prose after minutes of work
 /// (`docs/models.md`). The message names the command that fixes it.
 /// `None` for every other model, which gets to try.
-pub fn too_small_for(config: &crate::config::ModelConfig, what: &str) -> Option<String> {
+pub fn too_small_for(config: &crate::config::ModelConfig, what: &str, key: &str) -> Option<String> {
     if config.provider != crate::config::Provider::Local {
         return None;
     }
@@ -259,11 +259,20 @@ pub fn too_small_for(config: &crate::config::ModelConfig, what: &str) -> Option<
     let file = path.file_name()?.to_str()?;
     let model = CATALOG.iter().find(|m| m.file == file && !m.edits)?;
     let coder = find(crate::config::DEFAULT_CODER_MODEL)?;
+    let small = model.title.split(',').next().unwrap_or(model.name);
+    if path.with_file_name(coder.file).is_file() {
+        // Installed, and still not used: the configuration names the small one.
+        return Some(format!(
+            "the model for this, {small}, is too small to {what}: it answers in prose instead of changing code. \
+             {} is installed: set `{key} = \"{}\"` (or remove your setting of {key}).",
+            coder.name, coder.name
+        ));
+    }
     Some(format!(
         "the model for this, {}, is too small to {what}: it answers in prose instead of changing code. \
          Install a coder model with `fettle model fetch {}` ({} MB, once; offline afterwards): \
          edits and the agent use it by default when it is installed.",
-        model.title.split(',').next().unwrap_or(model.name),
+        small,
         coder.name,
         coder.bytes / 1_000_000
     ))
@@ -308,8 +317,12 @@ mod tests {
             path: Some(path.to_owned()),
             ..crate::config::ModelConfig::new(crate::config::Provider::Local)
         };
-        let why =
-            too_small_for(&local("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "rewrite code").unwrap();
+        let why = too_small_for(
+            &local("/nonexistent/m/SmolLM2-135M-Instruct.Q4_1.gguf"),
+            "rewrite code",
+            "edit.model",
+        )
+        .unwrap();
         assert!(
             why.contains("SmolLM2-135M-Instruct, is too small to rewrite code"),
             "{why}"
@@ -323,12 +336,36 @@ mod tests {
             "/m/qwen2.5-coder-0.5b-instruct-q4.gguf",
             "/m/my-own.gguf",
         ] {
-            assert_eq!(too_small_for(&local(fine), "rewrite code"), None, "{fine}");
+            assert_eq!(
+                too_small_for(&local(fine), "rewrite code", "edit.model"),
+                None,
+                "{fine}"
+            );
         }
         let remote = crate::config::ModelConfig {
             path: Some("/m/SmolLM2-135M-Instruct.Q4_1.gguf".to_owned()),
             ..crate::config::ModelConfig::new(crate::config::Provider::Ollama)
         };
-        assert_eq!(too_small_for(&remote, "rewrite code"), None);
+        assert_eq!(too_small_for(&remote, "rewrite code", "edit.model"), None);
+        // The coder model beside it: the advice is the setting, not a fetch.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"),
+            b"x",
+        )
+        .unwrap();
+        let small = dir.path().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+        let why = too_small_for(
+            &local(&small.display().to_string()),
+            "run the repair loop",
+            "agent.model",
+        )
+        .unwrap();
+        assert!(
+            why.contains(
+                "qwen2.5-coder-1.5b is installed: set `agent.model = \"qwen2.5-coder-1.5b\"`"
+            ),
+            "{why}"
+        );
     }
 }

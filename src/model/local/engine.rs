@@ -446,6 +446,22 @@ pub(crate) fn weights_advice(name: &str, path: &Path) -> String {
             format!("Run `fettle model fetch --model {name}` to install the default model there, {set_path}")
         };
     }
+    // A model Fettle knows by name, at its own file name: the named fetch.
+    let file = path
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or_default();
+    if let Some(known) = super::catalog::CATALOG.iter().find(|m| m.file == file) {
+        let dest = match path.parent() == default.parent() {
+            true => String::new(),
+            false => format!(" --dest {}", path.display()),
+        };
+        return format!(
+            "Install it with `fettle model fetch {}{dest}` ({} MB, checksums verified)",
+            known.name,
+            known.bytes / 1_000_000
+        );
+    }
     let mut advice = format!(
         "Check models.{name}.path (it names a custom file), or download a GGUF model to it with \
          `fettle model fetch --model {name} --url <URL of the .gguf>`"
@@ -919,6 +935,21 @@ fn sampler(temperature: f32) -> LlamaSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_named_model_is_installed_by_its_name() {
+        let home = crate::config::expand_home("~/.cache/fettle/models");
+        let builtin = home.join("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+        assert_eq!(
+            weights_advice("qwen2.5-coder-1.5b", &builtin),
+            "Install it with `fettle model fetch qwen2.5-coder-1.5b` (1117 MB, checksums verified)"
+        );
+        let elsewhere = PathBuf::from("/models/qwen2.5-coder-0.5b-instruct-q4.gguf");
+        assert!(weights_advice("coder", &elsewhere).ends_with(
+            "`fettle model fetch qwen2.5-coder-0.5b --dest /models/qwen2.5-coder-0.5b-instruct-q4.gguf` (491 MB, checksums verified)"
+        ));
+        assert!(weights_advice("mine", &PathBuf::from("/m/mine.gguf")).contains("--url"));
+    }
 
     #[test]
     fn a_completion_s_decode_budget_is_three_latency_targets() {

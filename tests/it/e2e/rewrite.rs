@@ -559,7 +559,12 @@ fn a_rewrite_with_the_small_builtin_model_is_refused_at_once() {
         "models": { "local": { "provider": "local", "path": path } },
         "edit": { "model": "local" },
     });
-    let mut lsp = start(&ws, options, "utf-16");
+    // A home of its own: where the coder model would be installed (not).
+    let home = ws.path("home");
+    let mut lsp = Lsp::spawn_with(&[], &[("HOME", home.to_str().unwrap())]);
+    let mut caps = Lsp::capabilities(&["utf-16"]);
+    caps["window"] = json!({ "workDoneProgress": true, "showMessage": {} });
+    lsp.initialize(&ws.root(), caps, Some(options));
     lsp.open(&uri, "python", text);
     let started = Instant::now();
     let id = lsp.send_request(
@@ -580,6 +585,25 @@ fn a_rewrite_with_the_small_builtin_model_is_refused_at_once() {
     assert_eq!(lsp.buffers[&uri].1, text);
     let stats = lsp.request("fettle/stats", json!(null)).unwrap();
     assert_eq!(stats["edit"]["requested"], 1, "{stats}");
+    // The fix is offered, not forced: a 1 GB download is the user's call
+    // (this harness dismisses the question, so nothing is downloaded).
+    lsp.pump_for(Duration::from_millis(300));
+    let offer = lsp
+        .server_requests
+        .iter()
+        .find(|r| r["method"] == "window/showMessageRequest")
+        .unwrap_or_else(|| panic!("no offer among {:?}", lsp.server_requests));
+    let titles: Vec<&str> = offer["params"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["Install (1117 MB)", "Not now"], "{offer}");
+    assert!(offer["params"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("too small to rewrite code"));
 }
 
 /// Seen with the embedded model in Neovim: asked to document `total`, it
