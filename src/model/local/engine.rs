@@ -750,6 +750,8 @@ impl<'m> Session<'m> {
         let mut stops = StopMatcher::new(&stop);
         let mut generated = 0usize;
         let mut first_token = None;
+        // The answer so far (its end), to notice a model stuck in a loop.
+        let mut tail = String::new();
         let mut reason = StopReason::MaxTokens;
         while generated < job.max_tokens as usize {
             if job.out.is_closed() {
@@ -772,6 +774,7 @@ impl<'m> Session<'m> {
                 StopStep::Stop(t) => (t, true),
             };
             let line_ended = text.contains('\n');
+            tail.push_str(&text);
             if !text.is_empty() {
                 first_token.get_or_insert_with(|| started.elapsed());
                 if job.out.send(Ok(Output::Text(text))).is_err() {
@@ -785,6 +788,21 @@ impl<'m> Session<'m> {
             if line_ended && decode_budget_spent(job.latency_target, started.elapsed()) {
                 // A suggestion of whole lines now beats more lines later.
                 break;
+            }
+            if line_ended {
+                if tail.len() > REPEAT_WINDOW_BYTES * 2 {
+                    let mut cut = tail.len() - REPEAT_WINDOW_BYTES;
+                    while !tail.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    tail.drain(..cut);
+                }
+                if repeating(&tail) {
+                    // Seconds of the same lines again help nobody.
+                    tracing::info!(generated, "the model repeats itself; stopped");
+                    reason = StopReason::EndTurn;
+                    break;
+                }
             }
             if self.active.tokens.len() + 1 >= self.n_ctx {
                 break; // context full: report MaxTokens
@@ -918,6 +936,28 @@ fn decode_budget_spent(target: Option<Duration>, elapsed: Duration) -> bool {
     target.is_some_and(|t| elapsed >= t * DECODE_BUDGET_TARGETS)
 }
 
+/// How much of the answer's end [`repeating`] looks at.
+const REPEAT_WINDOW_BYTES: usize = 2048;
+/// The least text a repetition must span to count: short lines (`}`,
+/// blank lines, `end`) repeat legitimately.
+const REPEAT_MIN_BYTES: usize = 90;
+
+/// Whether `text` ends with a block of one or more whole lines written
+/// three times in a row, spanning at least [`REPEAT_MIN_BYTES`]: a small
+/// model in a loop (seen: the same sentence until the token limit).
+fn repeating(text: &str) -> bool {
+    let lines: Vec<&str> = text.trim_end_matches('\n').split('\n').collect();
+    let n = lines.len();
+    (1..=n / 3).any(|block| {
+        let last = &lines[n - block..];
+        let span: usize = last.iter().map(|l| l.len() + 1).sum::<usize>() * 3;
+        span >= REPEAT_MIN_BYTES
+            && last.iter().any(|l| !l.trim().is_empty())
+            && lines[n - 2 * block..n - block] == *last
+            && lines[n - 3 * block..n - 2 * block] == *last
+    })
+}
+
 /// Greedy at temperature 0 (deterministic completions); otherwise the usual
 /// top-k → top-p → temperature → random pick.
 fn sampler(temperature: f32) -> LlamaSampler {
@@ -949,6 +989,24 @@ mod tests {
             "`fettle model fetch qwen2.5-coder-0.5b --dest /models/qwen2.5-coder-0.5b-instruct-q4.gguf` (491 MB, checksums verified)"
         ));
         assert!(weights_advice("mine", &PathBuf::from("/m/mine.gguf")).contains("--url"));
+    }
+
+    #[test]
+    fn a_block_written_three_times_in_a_row_is_a_loop() {
+        let sentence = "To fix the function, change the formula so it adds 32.\n";
+        assert!(!repeating(&sentence.repeat(2)));
+        assert!(repeating(&sentence.repeat(3)));
+        let block = "total = total + value\ncount = count + 1\nmean = total / count\n";
+        assert!(repeating(&format!("Intro.\n{}", block.repeat(3))));
+        assert!(!repeating(&format!("Intro.\n{}", block.repeat(2))));
+        // Short lines repeat in real code.
+        assert!(!repeating("    }\n    }\n    }\n"));
+        assert!(!repeating("\n\n\n\n\n\n"));
+        // Repeated, but not at the end: the model moved on.
+        assert!(!repeating(&format!(
+            "{}done, and here is why it works.\n",
+            sentence.repeat(3)
+        )));
     }
 
     #[test]
