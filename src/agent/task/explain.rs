@@ -58,7 +58,7 @@ impl StopCause {
             StopCause::Model(err) => format!("the model failed: {err}"),
             StopCause::Error(err) => err.clone(),
             StopCause::NoToolUse { model, turns } => format!(
-                "the model `{model}` made no tool call in its first {turns} turns, so it cannot read, search or edit the workspace (small models such as the embedded SmolLM2-135M cannot drive the agent's tools)"
+                "the model `{model}` made no tool call in its first {turns} turns and wrote no code to put in place, so it cannot read, search or edit the workspace (a model too small for the task, or a server that does not pass tool calls through)"
             ),
         }
     }
