@@ -43,6 +43,8 @@ pub const CODER_MODELS: &[(&str, &str)] = &[
 ];
 /// The built-in coder models' context window (they are trained for 32k).
 pub const CODER_CONTEXT_TOKENS: u32 = 8192;
+/// The built-in coder models' limit on one request.
+pub const CODER_TOTAL_TIMEOUT_MS: u64 = 600_000;
 /// What the edit and agent models default to when its file is installed:
 /// the smallest model measured to run the repair loop (`docs/models.md`).
 pub const DEFAULT_CODER_MODEL: &str = "qwen2.5-coder-1.5b";
@@ -265,6 +267,10 @@ impl ModelConfig {
             // The agent's first message shows the failing code and tests
             // (3–5k tokens); the KV cache of 8k is ~230 MB for the 1.5B.
             context_tokens: CODER_CONTEXT_TOKENS,
+            // An agent turn prefills a few thousand tokens at ~20 a second
+            // on a laptop CPU: minutes, not the default two. The task has
+            // its own budget (`agent.timeout_s`).
+            total_timeout_ms: CODER_TOTAL_TIMEOUT_MS,
             ..Self::new(Provider::Local)
         }
     }
