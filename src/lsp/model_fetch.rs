@@ -35,24 +35,14 @@ pub fn start(state: &Arc<State>, dest: PathBuf) {
             )
             .await;
         let progress = Progress::begin(&state, "Fettle: installing the embedded model", None).await;
-        // The fetch reports steps synchronously; they reach the client in order.
-        let (lines, mut received) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let fetched = {
-            let reporter = async {
-                while let Some(line) = received.recv().await {
-                    progress.report(line, None).await;
-                }
-            };
-            let fetching = async move {
-                let result = fetch::fetch_default(&dest, &mut |line: &str| {
-                    let _ = lines.send(line.to_owned());
-                })
-                .await;
-                (result, dest)
-            };
-            let (result, ()) = tokio::join!(fetching, reporter);
-            result
-        };
+        let fetched = reported(&progress, |lines| async move {
+            let result = fetch::fetch_default(&dest, &mut |line: &str| {
+                let _ = lines.send(line.to_owned());
+            })
+            .await;
+            (result, dest)
+        })
+        .await;
         match fetched {
             (Ok(done), _) => {
                 tracing::info!(path = %done.path.display(), "embedded model installed");
@@ -145,19 +135,13 @@ async fn install_named(
 ) {
     let title = format!("Fettle: installing {}", model.name);
     let progress = Progress::begin(state, &title, None).await;
-    let (lines, mut received) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let reporter = async {
-        while let Some(line) = received.recv().await {
-            progress.report(line, None).await;
-        }
-    };
-    let fetching = async move {
+    let result = reported(&progress, |lines| async move {
         crate::model::local::fetch_parts::fetch_parts(model, &dest, None, &mut |line: &str| {
             let _ = lines.send(line.to_owned());
         })
         .await
-    };
-    let (result, ()) = tokio::join!(fetching, reporter);
+    })
+    .await;
     match result {
         Ok(done) => {
             tracing::info!(path = %done.path.display(), "coder model installed");
@@ -189,4 +173,24 @@ async fn install_named(
                 .await;
         }
     }
+}
+
+/// Runs `fetch`, passing each line it sends on to `progress` as it comes:
+/// the fetches report steps synchronously, and they reach the client in
+/// order. The reports end when `fetch` is done (its sender dropped).
+async fn reported<F, T>(
+    progress: &Progress,
+    fetch: impl FnOnce(tokio::sync::mpsc::UnboundedSender<String>) -> F,
+) -> T
+where
+    F: std::future::Future<Output = T>,
+{
+    let (lines, mut received) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let reporter = async {
+        while let Some(line) = received.recv().await {
+            progress.report(line, None).await;
+        }
+    };
+    let (result, ()) = tokio::join!(fetch(lines), reporter);
+    result
 }
