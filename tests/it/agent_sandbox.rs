@@ -49,6 +49,13 @@ struct Setup {
 fn setup() -> &'static Setup {
     static SETUP: OnceLock<Setup> = OnceLock::new();
     SETUP.get_or_init(|| {
+        // Changing HOME in the shared test process sent every server other
+        // tests started meanwhile to install the embedded model into this
+        // throwaway home (4 GB of /tmp per run, until the disk was full).
+        assert!(
+            crate::isolated::in_child(),
+            "agent_sandbox tests change HOME: start each with `crate::isolated::alone!`"
+        );
         let real_home = PathBuf::from(std::env::var_os("HOME").unwrap());
         let real_cargo_home = std::env::var_os("CARGO_HOME")
             .map(PathBuf::from)
@@ -766,6 +773,9 @@ async fn fallbacks_kill_leftovers_and_landlock_still_confines_writes() {
 /// note that says so, and the next command has every right in it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_namespaces_a_new_top_directory_is_writable_from_the_next_command() {
+    crate::isolated::alone!(
+        without_namespaces_a_new_top_directory_is_writable_from_the_next_command
+    );
     let mut fx = fixture(true);
     fx.policy.namespaces = false;
     fx.policy.landlock = true;

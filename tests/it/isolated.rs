@@ -14,6 +14,12 @@ use std::process::Command;
 /// Set in the child: the one test it runs.
 const CHILD_VAR: &str = "FETTLE_TEST_ALONE";
 
+/// True in a child started by [`ran_in_child`]: the only place a test may
+/// change process-wide state.
+pub fn in_child() -> bool {
+    std::env::var_os(CHILD_VAR).is_some()
+}
+
 /// True in the parent, after the test ran (and passed) in a child.
 pub fn ran_in_child(module_path: &str, name: &str) -> bool {
     // libtest names tests by path without the crate: `agent_sandbox::foo`.

