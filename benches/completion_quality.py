@@ -3,7 +3,7 @@
 
 Usage: python3 benches/completion_quality.py FETTLE_BINARY
            [--model NAME=PATH.gguf ...] [--lang python|rust] [--positions N]
-           [--seed S] [--json OUT]
+           [--seed S] [--json OUT] [--trigger automatic|invoked] [--rest-s S]
 
 Positions are picked by a seeded random from Python's standard library
 (`--lang python`) or from the crates under ~/.cargo/registry/src
@@ -15,12 +15,19 @@ stays as the suffix); the expected answer is what was removed.
 
 Each model runs in its own real server over stdio (`completion.model` set
 to it through initializationOptions), through the same prompt building.
-For each position: an invoked `textDocument/inlineCompletion` at a new
-position (the first completion there), then one character of the expected
+For each position: a `textDocument/inlineCompletion` at a new position
+(the first completion there; automatic as ghost text is, or `--trigger
+invoked` as the first runs were), then one character of the expected
 text typed and asked again (typing). Reported per model: exact match of
 the completed line, edit similarity (difflib ratio, 0-100) of the
 completed line to the real one and of the suggestion alone to the rest of
 the real line, empty answers, and latency p50/p90.
+
+`--rest-s S` (default 0: the request right after the file opens, nothing
+prepared) does what the editor plugins do when the cursor comes to rest
+before the user types: a `fettle/cursor` report at the position, then S
+seconds of rest, then the request. The first-completion latency is the
+request's alone, as a user who pauses S seconds before typing sees it.
 """
 import argparse
 import difflib
@@ -169,7 +176,7 @@ def first_line(answer, line_prefix, col):
     return line_prefix[:start] + text
 
 
-def run_model(binary, name, path, cases, root):
+def run_model(binary, name, path, cases, root, rest_s=0.0, trigger=2):
     options = None
     if path:
         options = {"models": {"m": {"provider": "local", "path": path}}, "completion": {"model": "m"}}
@@ -181,9 +188,12 @@ def run_model(binary, name, path, cases, root):
         server.notify("textDocument/didOpen", {"textDocument": {
             "uri": uri, "languageId": lang, "version": 1, "text": case["text"]}})
         pos = {"line": case["line"], "character": case["col"]}
+        if rest_s > 0:
+            server.notify("fettle/cursor", {"textDocument": {"uri": uri}, "position": pos})
+            time.sleep(rest_s)
         began = time.monotonic()
         answer = server.request("textDocument/inlineCompletion", {
-            "textDocument": {"uri": uri}, "position": pos, "context": {"triggerKind": 1}})
+            "textDocument": {"uri": uri}, "position": pos, "context": {"triggerKind": trigger}})
         first_s = time.monotonic() - began
         prefix = case["full"][:case["col"]]
         got = first_line(answer, prefix, case["col"])
@@ -227,14 +237,26 @@ def main():
     p.add_argument("--lang", choices=["python", "rust"], default="python")
     p.add_argument("--positions", type=int, default=30)
     p.add_argument("--seed", type=int, default=40)
-    p.add_argument("--json", help="write every position's result here")
+    p.add_argument("--json", help="write every position's result here (after each model)")
+    p.add_argument("--trigger", choices=["automatic", "invoked"], default="automatic",
+                   help="the first request's trigger: automatic (ghost text as the user "
+                        "types; debounced) or invoked (asked for; alternatives sampled)")
+    p.add_argument("--rest-s", type=float, default=0.0,
+                   help="report the cursor and rest this long before the first request")
     a = p.parse_args()
     models = [m.split("=", 1) for m in a.model] or [["default", None]]
     cases = positions(a.lang, a.positions, a.seed)
     results = {}
     for name, path in models:
         with tempfile.TemporaryDirectory(prefix="fettle-quality-") as root:
-            results[name] = run_model(a.binary, name, path, cases, root)
+            results[name] = run_model(a.binary, name, path, cases, root, a.rest_s,
+                                      1 if a.trigger == "invoked" else 2)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"lang": a.lang, "seed": a.seed, "rest_s": a.rest_s,
+                           "cases": [{k: c[k] for k in ("path", "line", "col", "kind", "full")}
+                                     for c in cases],
+                           "results": results}, f, indent=1)
     print("\n| model (%s, %d positions, seed %d) | exact | edit similarity: line / suggestion | empty | first p50 / p90 | typing p50 / p90 |"
           % (a.lang, len(cases), a.seed))
     print("|---|---|---|---|---|---|")
@@ -246,10 +268,17 @@ def main():
             statistics.mean(r["similarity"] for r in rows),
             statistics.mean(r["suggestion_similarity"] for r in rows), sum(r["empty"] for r in rows),
             pct(first, 0.5), pct(first, 0.9), pct(typing, 0.5), pct(typing, 0.9)))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"cases": [{k: c[k] for k in ("path", "line", "col", "kind", "full")} for c in cases],
-                       "results": results}, f, indent=1)
+    print("\n| model | kind | exact | similarity (line) | empty | first p50 / p90 |")
+    print("|---|---|---|---|---|---|")
+    for name, rows in results.items():
+        for kind in ("start", "mid"):
+            part = [r for r in rows if r["kind"] == kind]
+            if part:
+                first = [r["first_s"] for r in part]
+                print("| %s | %s | %d/%d | %.1f | %d | %.2f / %.2f s |" % (
+                    name, kind, sum(r["exact"] for r in part), len(part),
+                    statistics.mean(r["similarity"] for r in part),
+                    sum(r["empty"] for r in part), pct(first, 0.5), pct(first, 0.9)))
 
 
 if __name__ == "__main__":

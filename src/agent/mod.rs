@@ -30,5 +30,5 @@ pub use task::{run_task, TaskEnv};
 pub use tokio_util::sync::CancellationToken;
 pub use types::{
     Budget, CheckGoal, EditorNote, EventKind, Focus, TaskEvent, TaskResult, TaskSpec, TaskStatus,
-    Tokens, DEFAULT_GOAL,
+    Tokens, DEFAULT_GOAL, SEE_DIAGNOSTICS,
 };

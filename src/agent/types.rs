@@ -11,6 +11,10 @@ use crate::config::{AgentConfig, CommandPolicy, UnsavedBuffers};
 
 /// The goal used when the user names none.
 pub const DEFAULT_GOAL: &str = "make the tests pass";
+/// Ends the goals of the fix-diagnostics commands. A compact prompt has no
+/// `diagnostics` tool (its first message lists the errors), so the task
+/// message leaves it out there.
+pub const SEE_DIAGNOSTICS: &str = "Call `diagnostics` to see them.";
 
 #[derive(Clone, Debug)]
 pub struct TaskSpec {

@@ -17,7 +17,12 @@ use crate::agent::undo::{self, UndoError};
 use crate::agent::{run_task, CheckGoal, EventKind, TaskEnv, TaskEvent, TaskStatus, DEFAULT_GOAL};
 
 /// The goal of `fettle fix --check`.
-const CHECK_GOAL: &str = "Make the project's checkers report no errors (and keep the tests passing). Call `diagnostics` to see them.";
+fn check_goal() -> String {
+    format!(
+        "Make the project's checkers report no errors (and keep the tests passing). {}",
+        crate::agent::SEE_DIAGNOSTICS
+    )
+}
 use crate::index::{IndexProgress, IndexSettings, WorkspaceIndex};
 use crate::model::{shorten_for_display, Models};
 
@@ -88,7 +93,7 @@ pub fn run(args: FixArgs) -> i32 {
     };
     let goal = args.goal.clone().unwrap_or_else(|| {
         if args.check {
-            CHECK_GOAL.to_owned()
+            check_goal()
         } else {
             DEFAULT_GOAL.to_owned()
         }

@@ -43,6 +43,12 @@ pub fn extract_code(answer: &str) -> Option<String> {
     Some(lines.join("\n") + "\n")
 }
 
+/// Whether `answer` holds a fenced code block: without one, what
+/// [`extract_code`] returns may be prose taken for bare code.
+pub fn has_fenced_block(answer: &str) -> bool {
+    strip_thinking(answer).is_some_and(|a| first_fenced_block(&a.replace("\r\n", "\n")).is_some())
+}
+
 /// The answer without `<think>…</think>` blocks; `None` when the thinking
 /// never ended (the answer was cut off before any code).
 fn strip_thinking(answer: &str) -> Option<String> {

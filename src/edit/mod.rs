@@ -140,6 +140,9 @@ impl Rewrite {
     }
 }
 
+/// What the model is told when its answer had no code.
+const NO_CODE_FEEDBACK: &str = "Your answer had no code. Reply with the complete new version of the selected code in one fenced code block.";
+
 /// Why a rewrite was not applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reason {
@@ -336,10 +339,7 @@ pub async fn rewrite(
         };
         let Some(code) = answer::extract_code(&answer) else {
             if attempts == 1 {
-                retry(
-                    "Your answer had no code. Reply with the complete new version of the selected code in one fenced code block.".to_owned(),
-                    &mut messages,
-                );
+                retry(NO_CODE_FEEDBACK.to_owned(), &mut messages);
                 continue;
             }
             return Err(with_time(Refusal::new(
@@ -373,7 +373,16 @@ pub async fn rewrite(
                 before,
                 &plan.instruction,
             );
-            if let Some(fault) = found {
+            if let Some(mut fault) = found {
+                // Unfenced text that does not parse: prose, not broken code.
+                if fault.reason == Reason::SyntaxErrors && !answer::has_fenced_block(&answer) {
+                    fault.reason = Reason::NoCode;
+                    fault.message = format!(
+                        "the model `{}` answered in prose, without code",
+                        env.model.name()
+                    );
+                    fault.feedback = NO_CODE_FEEDBACK.to_owned();
+                }
                 tracing::info!(attempts, reason = fault.reason.as_str(), message = %fault.message, "rewrite answer refused");
                 if attempts == 1 {
                     retry(fault.feedback, &mut messages);

@@ -603,6 +603,7 @@ impl Task {
             focus_excerpt,
             &map,
             &self.verification_for_model(baseline),
+            local,
         );
         if local {
             message.push_str(&self.code_under_test(&focus.paths));

@@ -130,9 +130,16 @@ pub fn task_message(
     focus_excerpt: Option<String>,
     repo_map: &str,
     baseline: &str,
+    compact: bool,
 ) -> String {
+    let goal = spec.goal.trim();
+    // No `diagnostics` tool in a compact prompt: the errors are below.
+    let goal = match goal.strip_suffix(crate::agent::SEE_DIAGNOSTICS) {
+        Some(rest) if compact => rest.trim_end(),
+        _ => goal,
+    };
     // The goal can quote a file name, which the workspace chose.
-    let mut out = format!("Goal: {}\n", defuse(spec.goal.trim()));
+    let mut out = format!("Goal: {}\n", defuse(goal));
     match &spec.test_command {
         Some(cmd) => out.push_str(&format!(
             "Verification: the test command `{}` must pass, and edited files must have no syntax errors.\n",
@@ -207,6 +214,26 @@ mod tests {
                 "{wrapped:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_compact_task_message_does_not_name_the_diagnostics_tool() {
+        let goal = format!("Fix the errors in a.py. {}", crate::agent::SEE_DIAGNOSTICS);
+        let spec = TaskSpec::from_config(
+            "t".into(),
+            goal,
+            "/ws".into(),
+            &crate::config::AgentConfig::default(),
+        );
+        let b = Boundary::from_seed(1);
+        let full = task_message(&b, &spec, None, "", "FAILED", false);
+        let compact = task_message(&b, &spec, None, "", "FAILED", true);
+        assert!(full.contains("Call `diagnostics`"), "{full}");
+        assert!(
+            compact.starts_with("Goal: Fix the errors in a.py.\n"),
+            "{compact}"
+        );
+        assert!(!compact.contains("diagnostics"), "{compact}");
     }
 
     #[test]

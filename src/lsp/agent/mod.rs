@@ -23,7 +23,7 @@ use super::progress::Progress;
 use super::state::State;
 use crate::agent::prepare::{Notice, Overrides, Prepared};
 use crate::agent::{
-    run_task, CancellationToken, CheckGoal, Focus, TaskEnv, TaskResult, TaskStatus,
+    run_task, CancellationToken, CheckGoal, Focus, TaskEnv, TaskResult, TaskStatus, SEE_DIAGNOSTICS,
 };
 
 pub const CHAT: &str = "fettle.chat";
@@ -119,7 +119,7 @@ pub async fn fix_diagnostics(
     let (goal, check_goal) = match (&args.uri, path) {
         (Some(_), Some(path)) => (
             format!(
-                "Fix the errors in {} so that it has no syntax or checker errors and the tests pass. Call `diagnostics` to see them.",
+                "Fix the errors in {} so that it has no syntax or checker errors and the tests pass. {SEE_DIAGNOSTICS}",
                 path.display()
             ),
             CheckGoal::CleanFile(path),
@@ -129,7 +129,7 @@ pub async fn fix_diagnostics(
             CheckGoal::NoNewErrors,
         ),
         (None, _) => (
-            "Fix the errors in the workspace so that the checkers report none and the tests pass. Call `diagnostics` to see them.".to_owned(),
+            format!("Fix the errors in the workspace so that the checkers report none and the tests pass. {SEE_DIAGNOSTICS}"),
             CheckGoal::Clean,
         ),
     };

@@ -328,6 +328,27 @@ fn an_answer_that_breaks_the_syntax_is_retried_once_then_refused() {
     assert_eq!(stats["edit"]["refused"]["syntax_errors"], 1);
 }
 
+/// An answer in prose without a code block (seen with the 1.5B model) is
+/// "no code", not "syntax errors": the retry asks for a code block.
+#[test]
+fn an_answer_in_prose_is_refused_as_no_code() {
+    let prose = "The function computes the tax on an amount. It multiplies the amount by the rate and returns it.";
+    let (result, bodies, mut lsp) = refused_twice(prose, range(10, 0, 12, 0), "Add documentation");
+    let summary = result["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("answered in prose, without code"),
+        "{result}"
+    );
+    assert!(!summary.contains("syntax"), "{result}");
+    assert!(
+        bodies[1].contains("Your answer had no code"),
+        "{}",
+        bodies[1]
+    );
+    let stats = lsp.request("fettle/stats", json!(null)).unwrap();
+    assert_eq!(stats["edit"]["refused"]["no_code"], 1, "{stats}");
+}
+
 /// Asked only for documentation, an answer that also changes the code (seen
 /// in a benchmark: a function body replaced by a docstring and `return
 /// None`) is retried once with the fault, then refused; the document is
