@@ -138,10 +138,29 @@ impl Drop for WorkDir {
     }
 }
 
-/// Held while this process installs one file: other processes wait.
+/// Held while this process installs one file: other processes wait. The
+/// lock file is removed when the turn ends, before the lock is released.
 #[derive(Debug)]
 pub(super) struct InstallTurn {
+    path: PathBuf,
     _lock: Flock,
+}
+
+impl Drop for InstallTurn {
+    fn drop(&mut self) {
+        // Still locked here: a waiter that opened the old file finds it
+        // unlinked once it gets the lock, and tries again (`install_turn`).
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether `lock` is the file now at `path` (not one unlinked meanwhile).
+fn still_at(lock: &Flock, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (lock._file.metadata(), std::fs::metadata(path)) {
+        (Ok(held), Ok(now)) => held.ino() == now.ino() && held.dev() == now.dev(),
+        _ => false,
+    }
 }
 
 /// Waits (polling, so a cancelled fetch stops waiting) until no other
@@ -158,7 +177,14 @@ pub(super) async fn install_turn(
     let mut said = false;
     loop {
         if let Some(lock) = Flock::try_take(&lock_path)? {
-            return Ok(InstallTurn { _lock: lock });
+            if still_at(&lock, &lock_path) {
+                return Ok(InstallTurn {
+                    path: lock_path,
+                    _lock: lock,
+                });
+            }
+            // The previous holder removed it as we opened it: again.
+            continue;
         }
         if !said {
             progress(&format!(
@@ -281,6 +307,11 @@ mod tests {
         let (ok, said) = waiting.await.unwrap();
         assert!(ok);
         assert_eq!(said.len(), 1, "{said:?}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert!(
+            left.is_empty(),
+            "the lock file goes with the last turn: {left:?}"
+        );
         assert!(
             said[0].contains("another fettle process is installing"),
             "{said:?}"

@@ -10,7 +10,10 @@ use super::harness::{BackgroundMock, Lsp, Workspace};
 fn a_missing_embedded_model_is_reported_once_naming_the_fetch_command() {
     let ws = Workspace::new(&[]);
     let missing = ws.root().join("no-such-model.gguf");
-    let mut lsp = Lsp::spawn();
+    // A home without models: with a coder model installed, edit and agent
+    // would default to it and this message would name completion alone.
+    let home = tempfile::tempdir().unwrap();
+    let mut lsp = Lsp::spawn_with(&[], &[("HOME", home.path().to_str().unwrap())]);
     lsp.initialize(
         &ws.root(),
         json!({}),
