@@ -323,8 +323,16 @@ pub async fn rewrite(
     let errors_before = errors_in(doc);
     let mut model_time = Duration::ZERO;
     let mut attempts = 0;
+    // Why the last answer was not applied, for the text the user watches.
+    let mut retrying: Option<String> = None;
     loop {
         attempts += 1;
+        if let (Some(why), Some(tx)) = (retrying.take(), &env.text) {
+            // Otherwise the retry's text runs on from the refused answer's.
+            let _ = tx.send(format!(
+                "\n\n[not applied: {why}; asking the model again]\n\n"
+            ));
+        }
         let started = Instant::now();
         let asked = ask_model(env, messages.clone(), output_tokens).await;
         model_time += started.elapsed();
@@ -340,6 +348,7 @@ pub async fn rewrite(
         let Some(code) = answer::extract_code(&answer) else {
             if attempts == 1 {
                 retry(NO_CODE_FEEDBACK.to_owned(), &mut messages);
+                retrying = Some("the answer had no code".to_owned());
                 continue;
             }
             return Err(with_time(Refusal::new(
@@ -386,6 +395,7 @@ pub async fn rewrite(
                 tracing::info!(attempts, reason = fault.reason.as_str(), message = %fault.message, "rewrite answer refused");
                 if attempts == 1 {
                     retry(fault.feedback, &mut messages);
+                    retrying = Some(fault.message);
                     continue;
                 }
                 return Err(with_time(Refusal::new(

@@ -385,7 +385,7 @@ async fn the_background_model_answers_beside_the_interactive_one() {
     );
 }
 
-/// A completion whose decode budget (three latency targets, prefill
+/// A completion whose decode budget (its latency target, prefill
 /// included) is spent stops at the next line end instead of decoding to
 /// `max_tokens`; without a target (chat, the agent) it goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -345,6 +345,15 @@ fn an_answer_in_prose_is_refused_as_no_code() {
         "{}",
         bodies[1]
     );
+    // The text the user watches marks where the second answer starts.
+    let streamed: String = lsp
+        .pending_notifications("fettle/taskEvent")
+        .iter()
+        .filter(|e| e["kind"] == "text")
+        .map(|e| e["text"].as_str().unwrap().to_owned())
+        .collect();
+    let marker = "\n\n[not applied: the model `mock` answered in prose, without code; asking the model again]\n\n";
+    assert_eq!(streamed, format!("{prose}{marker}{prose}"));
     let stats = lsp.request("fettle/stats", json!(null)).unwrap();
     assert_eq!(stats["edit"]["refused"]["no_code"], 1, "{stats}");
 }
