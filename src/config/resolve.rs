@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::gate;
-use super::schema::{Config, Provider, BUILTIN_MODEL, DEFAULT_CODER_MODEL};
+use super::schema::{
+    Config, Provider, BUILTIN_MODEL, DEFAULT_CODER_MODEL, DEFAULT_COMPLETION_CODER,
+};
 use super::text::{did_you_mean, humanize, join_path, lookup, Seg};
 use super::validate::{validate, Finding};
 use super::{ConfigError, Resolved, Source};
@@ -112,21 +114,35 @@ pub(crate) fn resolve(
 /// coder model when its file is installed (the built-in `local` model is
 /// too small to run the repair loop or rewrite a function).
 fn prefer_installed_coder(config: &mut Config, is_default: &dyn Fn(&[Seg]) -> bool) {
-    let installed = config
-        .models
-        .get(DEFAULT_CODER_MODEL)
-        .filter(|m| m.provider == Provider::Local)
-        .and_then(|m| m.expanded_path())
-        .is_some_and(|p| p.is_file());
-    if !installed {
+    let installed = |name: &str| {
+        config
+            .models
+            .get(name)
+            .filter(|m| m.provider == Provider::Local)
+            .and_then(|m| m.expanded_path())
+            .is_some_and(|p| p.is_file())
+    };
+    let key = |section: &str| [Seg::Key(section.to_owned()), Seg::Key("model".to_owned())];
+    // A user who points the built-in model at a file of their choosing
+    // meant it for the features that use it.
+    let local_customized = !is_default(&[
+        Seg::Key("models".to_owned()),
+        Seg::Key(BUILTIN_MODEL.to_owned()),
+        Seg::Key("path".to_owned()),
+    ]);
+    if local_customized {
         return;
     }
-    let key = |section: &str| [Seg::Key(section.to_owned()), Seg::Key("model".to_owned())];
-    if is_default(&key("edit")) {
-        config.edit.model = DEFAULT_CODER_MODEL.to_owned();
+    if installed(DEFAULT_CODER_MODEL) {
+        if is_default(&key("edit")) {
+            config.edit.model = DEFAULT_CODER_MODEL.to_owned();
+        }
+        if is_default(&key("agent")) {
+            config.agent.model = DEFAULT_CODER_MODEL.to_owned();
+        }
     }
-    if is_default(&key("agent")) {
-        config.agent.model = DEFAULT_CODER_MODEL.to_owned();
+    if installed(DEFAULT_COMPLETION_CODER) && is_default(&key("completion")) {
+        config.completion.model = DEFAULT_COMPLETION_CODER.to_owned();
     }
 }
 

@@ -48,6 +48,10 @@ pub const CODER_TOTAL_TIMEOUT_MS: u64 = 600_000;
 /// What the edit and agent models default to when its file is installed:
 /// the smallest model measured to run the repair loop (`docs/models.md`).
 pub const DEFAULT_CODER_MODEL: &str = "qwen2.5-coder-1.5b";
+/// What ghost text defaults to when its file is installed: the model the
+/// completion-quality benchmark found best within the latency targets
+/// (`docs/performance.md`).
+pub const DEFAULT_COMPLETION_CODER: &str = "qwen2.5-coder-0.5b";
 
 impl Default for Config {
     fn default() -> Self {

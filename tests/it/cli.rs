@@ -208,6 +208,13 @@ fn the_agent_refuses_the_small_model_at_once_and_prefers_an_installed_coder() {
         model_of("completion", &text).contains("\"local\""),
         "{text}"
     );
+    // Ghost text takes the 0.5B model once it is installed.
+    std::fs::write(models.join("qwen2.5-coder-0.5b-instruct-q4.gguf"), b"GGUF").unwrap();
+    let text = doctor(ws.path());
+    assert!(
+        model_of("completion", &text).contains("\"qwen2.5-coder-0.5b\""),
+        "{text}"
+    );
     // What a configuration names wins over the installed default.
     std::fs::write(
         ws.path().join("fettle.toml"),
@@ -220,4 +227,20 @@ fn the_agent_refuses_the_small_model_at_once_and_prefers_an_installed_coder() {
         model_of("edit", &text).contains("\"qwen2.5-coder-1.5b\""),
         "{text}"
     );
+    // A user who points the built-in model at a file of their own keeps
+    // every feature on it.
+    let user = home.path().join(".config/fettle");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(
+        user.join("config.toml"),
+        "[models.local]\npath = \"/models/my-coder.gguf\"\n",
+    )
+    .unwrap();
+    let text = doctor(ws.path());
+    for feature in ["completion", "edit", "agent"] {
+        assert!(
+            model_of(feature, &text).contains("\"local\""),
+            "{feature}: {text}"
+        );
+    }
 }

@@ -252,7 +252,15 @@ fn a_remote_model_has_no_weights_to_fetch() {
 #[test]
 fn model_list_names_the_catalog_and_the_features_models() {
     let dir = tempfile::tempdir().unwrap();
-    let out = fettle(&["model", "list"], dir.path());
+    // A home without models: installed coder models change the defaults.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fettle"))
+        .args(["model", "list"])
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join(".config"))
+        .env_remove("FETTLE_LOG")
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let listed = text(&out.stdout);
     for name in ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"] {

@@ -271,6 +271,14 @@ pub(super) fn strip_first_line_whitespace(
             *first = Cow::Owned(first[excess..].to_string());
         }
     }
+    if after_member_dot(prefix_code) && first.starts_with([' ', '\t']) {
+        let t = first.trim_start_matches([' ', '\t']);
+        // `pen.` + ` hideturtle()` (a tokenizer's word with its space) is
+        // never meant; ` Returns …` after a sentence's period is.
+        if t.starts_with(|c: char| c.is_lowercase() || c == '_') {
+            *first = Cow::Owned(t.to_string());
+        }
+    }
     if !prefix_code.is_empty() && prefix.ends_with([' ', '\t']) {
         let t = first.trim_start_matches([' ', '\t']);
         if t.len() != first.len() {
@@ -291,6 +299,24 @@ pub(super) fn strip_first_line_whitespace(
     }
 }
 
+/// Whether `prefix_code` ends in a member access's dot: `name.`, `f().`,
+/// `a[0].` (not `..`, nor a number's `1.`).
+fn after_member_dot(prefix_code: &str) -> bool {
+    let Some(before) = prefix_code.strip_suffix('.') else {
+        return false;
+    };
+    let word: String = before
+        .chars()
+        .rev()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    match before.chars().last() {
+        Some(')' | ']') => true,
+        Some(c) if c.is_alphanumeric() || c == '_' => !word.chars().all(|c| c.is_ascii_digit()),
+        _ => false,
+    }
+}
+
 /// How many of `output`'s leading spaces, typed after the whitespace-only
 /// `prefix`, go past the last whole indentation level of `doc`; 0 when its
 /// leading whitespace is not all spaces (a tab is a level) or nothing is off.
@@ -302,7 +328,16 @@ fn misaligned_spaces(prefix: &str, output: &str, doc: IndentStyle) -> usize {
     let excess = match doc {
         // Spaces after tabs are alignment a tab-indented file never has here.
         IndentStyle::Tabs => lead.len() % doc.width(),
-        IndentStyle::Spaces(_) => (indent_cols(prefix, doc) + lead.len()) % doc.width(),
+        IndentStyle::Spaces(_) => {
+            let cols = indent_cols(prefix, doc);
+            if cols % doc.width() == 0 {
+                (cols + lead.len()) % doc.width()
+            } else {
+                // The editor aligned this line (a continuation under an
+                // open bracket): what the output adds counts in levels.
+                lead.len() % doc.width()
+            }
+        }
     };
     // Only spaces the output itself added are dropped.
     if excess <= lead.len() {

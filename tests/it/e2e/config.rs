@@ -143,9 +143,15 @@ fn files_changed_outside_the_editor_are_reloaded_without_file_watching() {
     let ws = Workspace::new(&[]);
     let config_home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(config_home.path().join("fettle")).unwrap();
+    // A home without models: an installed coder model would be the
+    // completion model this test expects to see replaced.
+    let home = tempfile::tempdir().unwrap();
     let mut lsp = Lsp::spawn_with(
         &[],
-        &[("XDG_CONFIG_HOME", config_home.path().to_str().unwrap())],
+        &[
+            ("XDG_CONFIG_HOME", config_home.path().to_str().unwrap()),
+            ("HOME", home.path().to_str().unwrap()),
+        ],
     );
     lsp.initialize(&ws.root(), no_file_watching(), None);
     // The watch is set up before indexing starts.
