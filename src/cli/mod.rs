@@ -179,6 +179,8 @@ fn serve() -> i32 {
         }
     };
     let code = runtime.block_on(crate::lsp::serve_stdio());
+    // A model download still running would outlive the server.
+    crate::model::local::fetch::stop_downloads();
     // Blocking work (a stdin read, an indexing walk) must not keep the process alive after exit.
     runtime.shutdown_background();
     code

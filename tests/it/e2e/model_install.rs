@@ -197,6 +197,64 @@ fn a_killed_install_leaves_nothing_once_the_next_one_runs() {
     assert!(second.shutdown_and_exit().success());
 }
 
+/// The editor closes while the model is being installed: the download
+/// (pip, here a stand-in that only sleeps) ends with the server instead of
+/// going on as an orphan.
+#[test]
+fn the_download_stops_when_the_server_exits() {
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let pid_file = home.path().join("pip.pid");
+    let fake = format!(
+        "#!/bin/sh\necho $$ > '{}'\nexec sleep 60\n",
+        pid_file.display()
+    );
+    for name in ["python3", "python"] {
+        let path = bin.join(name);
+        std::fs::write(&path, &fake).unwrap();
+        let mut perms = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&path, perms).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut lsp = Lsp::spawn_removing(
+        &[],
+        &[("HOME", home.path().to_str().unwrap()), ("PATH", &path)],
+        &["FETTLE_MODEL_URL"],
+    );
+    let ws = home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    lsp.initialize(&ws, Lsp::capabilities(&["utf-16"]), None);
+    message(&mut lsp, "installing the embedded model");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            break pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pip never started: {}",
+            lsp.stderr()
+        );
+        lsp.pump_for(Duration::from_millis(50));
+    };
+    assert!(lsp.shutdown_and_exit().success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // SAFETY: signal 0 only checks that the process exists.
+    while unsafe { libc::kill(pid, 0) } == 0 {
+        assert!(Instant::now() < deadline, "pip ({pid}) outlived the server");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn offline_the_install_fails_once_with_what_to_run_and_the_server_stays_up() {
     let home = tempfile::tempdir().unwrap();

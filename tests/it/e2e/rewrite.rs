@@ -586,7 +586,8 @@ fn a_rewrite_with_the_small_builtin_model_is_refused_at_once() {
     // The file need not exist: the model is known by its file's name.
     let path = ws.path("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     let options = json!({
-        "models": { "local": { "provider": "local", "path": path } },
+        // Not installed in the background from PyPI (this test is over first).
+        "models": { "local": { "provider": "local", "path": path, "auto_fetch": false } },
         "edit": { "model": "local" },
     });
     // A home of its own: where the coder model would be installed (not).
