@@ -96,6 +96,7 @@ impl Task {
                 "The code in the model's answer was not applied: {}",
                 refused.join("; ")
             ));
+            self.code_refused = Some(refused.join("; "));
             return Ok(Some(text));
         }
         self.status(&format!(

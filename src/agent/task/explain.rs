@@ -73,6 +73,8 @@ pub struct Attempt {
     pub outcome: String,
     pub rolled_back: bool,
     pub model_note: String,
+    /// Why the code in the model's answer was not applied, when it was not.
+    pub code_refused: Option<String>,
 }
 
 pub struct Context<'a> {
@@ -124,7 +126,13 @@ pub fn summary(cx: &Context<'_>) -> String {
                     ""
                 }
             ));
-            if !a.model_note.trim().is_empty() {
+            if let Some(why) = &a.code_refused {
+                // "The model said: ```python" told the user nothing.
+                out.push_str(&format!(
+                    "  (the code in its answer was not applied: {})\n",
+                    crate::model::shorten_for_display(why, 160)
+                ));
+            } else if !a.model_note.trim().is_empty() {
                 let note = without_repetition(a.model_note.trim());
                 let first = note.lines().next().unwrap_or("");
                 out.push_str(&format!(

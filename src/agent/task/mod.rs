@@ -140,6 +140,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         event_budget: Default::default(),
         edits_in_attempt: 0,
         answer_note: None,
+        code_refused: None,
         code_answers: 0,
         unchanged_attempts: 0,
         brief: String::new(),
@@ -187,6 +188,8 @@ pub(crate) struct Task {
     /// What became of the code in the model's last answer, for the
     /// feedback.
     answer_note: Option<String>,
+    /// Why this attempt's answer code was not applied (for the summary).
+    code_refused: Option<String>,
     /// Answers that held code for a definition (applied or not): a model
     /// that writes code is trying, even without tool calls.
     code_answers: u32,
@@ -328,6 +331,7 @@ impl Task {
         let mut malformed = 0;
         self.edits_in_attempt = 0;
         self.answer_note = None;
+        self.code_refused = None;
         loop {
             self.check_budget()?;
             let turn = self.model_turn().await?;
@@ -425,6 +429,7 @@ impl Task {
             outcome: v.headline(),
             rolled_back: note.is_some(),
             model_note: self.last_text.clone(),
+            code_refused: self.code_refused.take(),
         });
         note
     }
