@@ -49,6 +49,24 @@ fn server(home: &Path, url: &str, options: Option<Value>) -> Lsp {
     lsp
 }
 
+/// Waits for the install's end (the indexing progress ends too) and
+/// requires it to have succeeded with the checksum verified.
+fn installed_verified(lsp: &mut Lsp) {
+    let end = lsp.notification("$/progress", |p| {
+        p["value"]["kind"] == "end"
+            && p["value"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("installed") || m == "failed")
+    });
+    assert!(
+        end["value"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("checksum verified"),
+        "{end}"
+    );
+}
+
 fn message(lsp: &mut Lsp, needle: &str) -> Value {
     lsp.notification("window/showMessage", |p| {
         p["message"].as_str().is_some_and(|m| m.contains(needle))
@@ -66,20 +84,7 @@ fn a_missing_embedded_model_is_installed_and_then_completes() {
     let mut lsp = server(home.path(), &url, None);
     let notice = message(&mut lsp, "installing the embedded model");
     assert_eq!(notice["type"], 3, "information: {notice}");
-    // The install's end (the indexing progress ends too).
-    let end = lsp.notification("$/progress", |p| {
-        p["value"]["kind"] == "end"
-            && p["value"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("installed") || m == "failed")
-    });
-    assert!(
-        end["value"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("checksum verified"),
-        "{end}"
-    );
+    installed_verified(&mut lsp);
     let installed = home.path().join(".cache/fettle/models").join(MODEL_FILE);
     assert_eq!(
         std::fs::metadata(&installed).unwrap().len(),
@@ -179,19 +184,7 @@ fn a_killed_install_leaves_nothing_once_the_next_one_runs() {
     );
 
     let mut second = server(home.path(), &serve_file(&model), None);
-    let end = second.notification("$/progress", |p| {
-        p["value"]["kind"] == "end"
-            && p["value"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("installed") || m == "failed")
-    });
-    assert!(
-        end["value"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("checksum verified"),
-        "{end}"
-    );
+    installed_verified(&mut second);
     assert!(models.join(MODEL_FILE).exists());
     assert_eq!(downloads_left(&models), Vec::<String>::new());
     assert!(second.shutdown_and_exit().success());
