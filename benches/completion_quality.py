@@ -4,6 +4,7 @@
 Usage: python3 benches/completion_quality.py FETTLE_BINARY
            [--model NAME=PATH.gguf ...] [--lang python|rust] [--positions N]
            [--seed S] [--json OUT] [--trigger automatic|invoked] [--rest-s S]
+           [--set SECTION.KEY=JSON ...] [--log-dir DIR]
 
 Positions are picked by a seeded random from Python's standard library
 (`--lang python`) or from the crates under ~/.cargo/registry/src
@@ -28,6 +29,11 @@ prepared) does what the editor plugins do when the cursor comes to rest
 before the user types: a `fettle/cursor` report at the position, then S
 seconds of rest, then the request. The first-completion latency is the
 request's alone, as a user who pauses S seconds before typing sees it.
+
+`--set completion.max_prompt_tokens=2048` (repeatable; the value is JSON,
+or a plain string) passes one more setting to every model's server, to
+compare a setting's effect on the same positions; `--log-dir DIR` keeps
+each server's log (`FETTLE_LOG`, default `warn`) as DIR/NAME.log.
 """
 import argparse
 import difflib
@@ -35,6 +41,7 @@ import glob
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -176,10 +183,28 @@ def first_line(answer, line_prefix, col):
     return line_prefix[:start] + text
 
 
-def run_model(binary, name, path, cases, root, rest_s=0.0, trigger=2):
-    options = None
+def with_setting(options, setting):
+    """`options` with SECTION.KEY=VALUE set (VALUE is JSON, or a plain string)."""
+    key, _, value = setting.partition("=")
+    try:
+        value = json.loads(value)
+    except ValueError:
+        pass
+    node = options
+    *sections, last = key.split(".")
+    for section in sections:
+        node = node.setdefault(section, {})
+    node[last] = value
+    return options
+
+
+def run_model(binary, name, path, cases, root, rest_s=0.0, trigger=2, settings=()):
+    options = {}
     if path:
         options = {"models": {"m": {"provider": "local", "path": path}}, "completion": {"model": "m"}}
+    for setting in settings:
+        options = with_setting(options, setting)
+    options = options or None
     server = Server(binary, options, root)
     rows = []
     for n, case in enumerate(cases):
@@ -243,6 +268,9 @@ def main():
                         "types; debounced) or invoked (asked for; alternatives sampled)")
     p.add_argument("--rest-s", type=float, default=0.0,
                    help="report the cursor and rest this long before the first request")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=JSON",
+                   help="one more setting for every model's server (repeatable)")
+    p.add_argument("--log-dir", help="keep each server's log here as NAME.log")
     a = p.parse_args()
     models = [m.split("=", 1) for m in a.model] or [["default", None]]
     cases = positions(a.lang, a.positions, a.seed)
@@ -250,10 +278,14 @@ def main():
     for name, path in models:
         with tempfile.TemporaryDirectory(prefix="fettle-quality-") as root:
             results[name] = run_model(a.binary, name, path, cases, root, a.rest_s,
-                                      1 if a.trigger == "invoked" else 2)
+                                      1 if a.trigger == "invoked" else 2, a.set)
+            if a.log_dir:
+                os.makedirs(a.log_dir, exist_ok=True)
+                shutil.copyfile(os.path.join(root, "stderr.log"),
+                                os.path.join(a.log_dir, name + ".log"))
         if a.json:
             with open(a.json, "w") as f:
-                json.dump({"lang": a.lang, "seed": a.seed, "rest_s": a.rest_s,
+                json.dump({"lang": a.lang, "seed": a.seed, "rest_s": a.rest_s, "settings": a.set,
                            "cases": [{k: c[k] for k in ("path", "line", "col", "kind", "full")}
                                      for c in cases],
                            "results": results}, f, indent=1)

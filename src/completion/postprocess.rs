@@ -242,7 +242,13 @@ pub fn postprocess(input: &Input<'_>) -> Result<Completion, Rejected> {
         }
     }
 
-    if repeats_next_line(&text, prefix, &suffix[replace..], input.following) {
+    if repeats_next_line(
+        &text,
+        prefix,
+        &suffix[replace..],
+        input.following,
+        input.preceding,
+    ) {
         return Err(Rejected::RepeatsNextLine);
     }
 

@@ -15,16 +15,28 @@ fn normalize_ws(s: &str) -> String {
 /// near-equal to it (edit distance ≤ 10 % of the longer, after collapsing
 /// whitespace). When both start with the cursor line's prefix, only what follows
 /// it is compared, so `foo(a, c);` above `foo(a, b);` is not a repeat.
+///
+/// In a run of alike lines (the line above is itself near-equal to the next
+/// one: a table, a list of similar entries) near-equal is what the right
+/// line looks like, so only an exact repeat counts there: `'Q'  # 0x51 -> Q`
+/// between the `'P'` and `'R'` rows of a codec table is the answer, not an
+/// echo.
 pub(super) fn repeats_next_line(
     text: &str,
     prefix: &str,
     rest_suffix: &str,
     following: &str,
+    preceding: &str,
 ) -> bool {
     let Some(next) = following.lines().find(|l| !l.trim().is_empty()) else {
         return false;
     };
     let next = normalize_ws(next);
+    let in_a_run = preceding
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .is_some_and(|above| similar(&normalize_ws(above), &next));
     let line = normalize_ws(&format!("{prefix}{text}{rest_suffix}"));
     let p = normalize_ws(prefix);
     let (a, b) = if !p.is_empty() && next.starts_with(&p) && line.starts_with(&p) {
@@ -32,7 +44,11 @@ pub(super) fn repeats_next_line(
     } else {
         (line.as_str(), next.as_str())
     };
-    similar(a, b)
+    if in_a_run {
+        a == b
+    } else {
+        similar(a, b)
+    }
 }
 
 fn similar(a: &str, b: &str) -> bool {
