@@ -195,6 +195,36 @@ async fn a_warm_up_prepares_the_next_request() {
     );
 }
 
+/// A warm-up with a latency target comes in two stages: the prompt fitted
+/// to the target first (ready soon, so that a request after a short pause
+/// finds it cached), then the wider one. Before, only the wide one ran,
+/// and a request that came before it was done found nothing it could use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_up_readies_the_short_prompt_first() {
+    let Some(path) = model_path() else { return };
+    let model = local(&path, 4087);
+    collect(&model, python_file("other", 2)).await.unwrap();
+    // ~3000 tokens: more than either stage takes at any plausible speed.
+    let mut req = python_file("alpha", 200);
+    req.options.latency_target = Some(Duration::from_millis(400));
+    model.warm(req.clone());
+    let short = warmed_beyond(&model, 0).await;
+    let wide = warmed_beyond(&model, short).await - short;
+    assert!(
+        wide > 2 * short,
+        "the short prompt ({short} tokens) came first, then the wide one ({wide})"
+    );
+    // The request there finds the wide prompt cached.
+    req.prefix.push_str("val");
+    collect(&model, req).await.unwrap();
+    let stats = model.local_stats().unwrap();
+    assert!(stats.prompt_tokens as u64 >= wide, "{stats:?}");
+    assert!(
+        stats.prompt_tokens - stats.reused_tokens <= 4,
+        "the request found the warmed prompt: {stats:?}"
+    );
+}
+
 /// A warm-up works in a sequence of its own: one that a request
 /// interrupts (or that never starts) leaves the file's cached prompt as it
 /// was, so a keystroke after a short pause is not slowed by it.
