@@ -13,6 +13,7 @@
 pub mod answer;
 pub mod check;
 pub mod gather;
+mod graft;
 mod guard;
 pub mod hunks;
 pub mod instruction;
@@ -105,6 +106,9 @@ pub struct Rewrite {
     pub hunks: Vec<Hunk>,
     pub attempts: u32,
     pub model_time: Duration,
+    /// Lines of the answer left out because only documentation was asked
+    /// for and they were not (see `graft.rs`).
+    pub left_out: usize,
     /// The document with the rewrite, as the syntax check parsed it: once
     /// the editor holds exactly this text, the tree saves it a reparse.
     pub checked: Option<check::Replaced>,
@@ -115,8 +119,13 @@ impl Rewrite {
     pub fn summary(&self, rope: &Rope, label: &str) -> String {
         let first = rope.byte_to_line(self.plan.range.start) + 1;
         let (added, removed) = self.line_counts();
+        let left_out = match self.left_out {
+            0 => String::new(),
+            1 => "; 1 line of the answer that was not documentation left out".to_owned(),
+            n => format!("; {n} lines of the answer that were not documentation left out"),
+        };
         format!(
-            "rewrote {label} from line {first}: {} hunk{}, +{added} −{removed} lines",
+            "rewrote {label} from line {first}: {} hunk{}, +{added} −{removed} lines{left_out}",
             self.hunks.len(),
             if self.hunks.len() == 1 { "" } else { "s" }
         )
@@ -359,7 +368,23 @@ pub async fn rewrite(
         let code = redacted
             .restore(&code)
             .map_err(|why| with_time(Refusal::new(Reason::Secret, why)))?;
-        let new = answer::fit(&code, &fit);
+        let mut new = answer::fit(&code, &fit);
+        let mut left_out = 0;
+        if guard::documentation_only(&plan.instruction) {
+            // The answer's documentation on the code as it is (a small
+            // model's docstring often comes with a changed line or a stray
+            // quote); an answer without any goes to the checks as it is.
+            if let Some(grafted) = graft::documentation(&old, &new, doc.language) {
+                if grafted.dropped_lines > 0 {
+                    tracing::info!(
+                        left_out = grafted.dropped_lines,
+                        "documentation kept; the answer's other changes left out"
+                    );
+                }
+                new = grafted.text;
+                left_out = grafted.dropped_lines;
+            }
+        }
         if new == old {
             return Err(with_time(Refusal::new(
                 Reason::Unchanged,
@@ -420,6 +445,7 @@ pub async fn rewrite(
             hunks,
             attempts,
             model_time,
+            left_out,
             checked,
         });
     }
