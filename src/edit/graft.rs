@@ -27,23 +27,59 @@ pub struct Grafted {
 
 /// The selection `old` with the documentation that `new` (the fitted
 /// answer) adds; `None` when it adds none.
+///
+/// Documentation is kept only where it belongs to the selection's code: a
+/// comment next to a line of the selection, a docstring right after a
+/// `def`/`class` line of it. An answer that documents the code around the
+/// selection (a model given two lines of a method answered with the whole
+/// file, documented) has those docstrings left out, not strewn among the
+/// selected lines.
 pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option<Grafted> {
     let comment = line_comment(language);
     let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
     let new_lines: Vec<&str> = new.split_inclusive('\n').collect();
     let diff = TextDiff::from_slices(&trimmed(&old_lines), &trimmed(&new_lines));
+    let ops = diff.ops();
+
+    // What each line of the answer is: a line of the selection (kept as
+    // the selection has it), documentation, blank, or other code.
+    let mut role = vec![Role::Other; new_lines.len()];
+    for op in ops {
+        let n = op.new_range();
+        match op {
+            DiffOp::Equal { .. } => role[n].iter_mut().for_each(|r| *r = Role::Anchor),
+            _ => {
+                let kinds = doc_kinds(&new_lines[n.clone()], comment, language);
+                for (j, kind) in n.zip(kinds) {
+                    role[j] = match kind {
+                        Some(kind) => Role::Doc(kind),
+                        None if new_lines[j].trim().is_empty() => Role::Blank,
+                        // A changed line of the selection stands for it.
+                        None if matches!(op, DiffOp::Replace { .. }) => Role::Anchor,
+                        None => Role::Other,
+                    };
+                }
+            }
+        }
+    }
+    let keep = kept_docs(&new_lines, &role);
+
     let mut out = String::with_capacity(new.len());
     let mut added = 0;
     let mut dropped_lines = 0;
-    for op in diff.ops() {
+    for op in ops {
         let (o, n) = (op.old_range(), op.new_range());
         match op {
             DiffOp::Equal { .. } => o.clone().for_each(|i| out.push_str(old_lines[i])),
             DiffOp::Insert { .. } => {
-                let (kept, dropped) = doc_lines(&new_lines[n.clone()], comment, language);
-                added += kept.len();
-                dropped_lines += dropped;
-                kept.iter().for_each(|line| out.push_str(line));
+                for j in n.clone() {
+                    if keep[j] {
+                        out.push_str(new_lines[j]);
+                        added += 1;
+                    } else if !new_lines[j].trim().is_empty() {
+                        dropped_lines += 1;
+                    }
+                }
             }
             DiffOp::Delete { .. } | DiffOp::Replace { .. } => {
                 // Lines of code the answer changed keep their own text, or
@@ -51,21 +87,22 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
                 // replacement goes before them when it comes before its
                 // first line of code (a doc comment above a changed
                 // signature), else after them.
-                let replacement = &new_lines[n.clone()];
-                let docs = doc_flags(replacement, comment, language);
-                let first_code = docs.iter().position(|d| !d).unwrap_or(docs.len());
+                let first_code = n
+                    .clone()
+                    .find(|&j| role[j] == Role::Anchor)
+                    .unwrap_or(n.end);
                 let push_docs = |range: std::ops::Range<usize>, out: &mut String| {
                     let mut pushed = 0;
-                    for i in range.filter(|&i| docs[i]) {
-                        out.push_str(replacement[i]);
+                    for j in range.filter(|&j| keep[j]) {
+                        out.push_str(new_lines[j]);
                         pushed += 1;
                     }
                     pushed
                 };
-                added += push_docs(0..first_code, &mut out);
-                let mut code: Vec<&str> = (first_code..replacement.len())
-                    .filter(|&i| !docs[i] && !replacement[i].trim().is_empty())
-                    .map(|i| replacement[i])
+                added += push_docs(n.start..first_code, &mut out);
+                let mut code: Vec<&str> = (first_code..n.end)
+                    .filter(|&j| role[j] == Role::Anchor)
+                    .map(|j| new_lines[j])
                     .collect();
                 for &line in &old_lines[o.clone()] {
                     match code
@@ -80,7 +117,11 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
                     }
                 }
                 dropped_lines += code.len();
-                added += push_docs(first_code..replacement.len(), &mut out);
+                dropped_lines += n
+                    .clone()
+                    .filter(|&j| matches!(role[j], Role::Doc(_)) && !keep[j])
+                    .count();
+                added += push_docs(first_code..n.end, &mut out);
             }
         }
     }
@@ -94,6 +135,78 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
         text: out,
         dropped_lines,
     })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// A line of the selection (as it was, or changed by the answer).
+    Anchor,
+    Doc(DocKind),
+    Blank,
+    /// Code the selection does not have.
+    Other,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DocKind {
+    Comment,
+    /// A Python docstring block (its lines, blank ones included).
+    Docstring,
+}
+
+/// Which documentation lines to keep: a comment block next to (above or
+/// below) a line of the selection, a docstring right after a `def` or
+/// `class` line of the selection; blank lines inside a kept block.
+fn kept_docs(lines: &[&str], role: &[Role]) -> Vec<bool> {
+    let mut keep = vec![false; lines.len()];
+    let mut j = 0;
+    while j < lines.len() {
+        let Role::Doc(kind) = role[j] else {
+            j += 1;
+            continue;
+        };
+        // The block: this kind, and blank lines within it.
+        let mut end = j + 1;
+        while end < lines.len() {
+            match role[end] {
+                Role::Doc(k) if k == kind => end += 1,
+                Role::Blank
+                    if role[end + 1..]
+                        .iter()
+                        .find(|r| **r != Role::Blank)
+                        .is_some_and(|r| *r == Role::Doc(kind)) =>
+                {
+                    end += 1
+                }
+                _ => break,
+            }
+        }
+        let before = role[..j]
+            .iter()
+            .rposition(|r| *r != Role::Blank)
+            .map(|p| (p, role[p]));
+        let after = role[end..].iter().find(|r| **r != Role::Blank).copied();
+        let belongs = match kind {
+            DocKind::Comment => {
+                matches!(before, Some((_, Role::Anchor))) || after == Some(Role::Anchor)
+            }
+            DocKind::Docstring => {
+                matches!(before, Some((p, Role::Anchor)) if opens_a_body(lines[p]))
+            }
+        };
+        keep[j..end].iter_mut().for_each(|k| *k = belongs);
+        j = end;
+    }
+    keep
+}
+
+/// A Python `def`/`class` line (its docstring follows it).
+fn opens_a_body(line: &str) -> bool {
+    let line = line.trim();
+    line.ends_with(':')
+        && ["def ", "async def ", "class "]
+            .iter()
+            .any(|k| line.starts_with(k))
 }
 
 fn trimmed<'a>(lines: &[&'a str]) -> Vec<&'a str> {
@@ -115,57 +228,27 @@ fn with_trailing_comment(code: &str, answer: &str, comment: &str) -> bool {
         })
 }
 
-/// The documentation among inserted `lines`, and how many lines were
-/// left out.
-fn doc_lines<'a>(
-    lines: &[&'a str],
-    comment: &str,
-    language: Option<Language>,
-) -> (Vec<&'a str>, usize) {
-    let docs = doc_flags(lines, comment, language);
-    let kept = lines
-        .iter()
-        .zip(&docs)
-        .filter(|(_, d)| **d)
-        .map(|(l, _)| *l)
-        .collect();
-    let dropped = lines
-        .iter()
-        .zip(&docs)
-        .filter(|(l, d)| !**d && !l.trim().is_empty())
-        .count();
-    (kept, dropped)
-}
-
-/// For each of `lines`, whether it is documentation: a comment line, a
-/// line of a Python docstring block that closes within `lines`, or a blank
-/// line between two such.
-fn doc_flags(lines: &[&str], comment: &str, language: Option<Language>) -> Vec<bool> {
-    let mut docs = vec![false; lines.len()];
+/// For each of `lines` (one run the answer inserts or changes), the kind
+/// of documentation it is: a comment line, or a line of a Python docstring
+/// block that opens and closes within the run.
+fn doc_kinds(lines: &[&str], comment: &str, language: Option<Language>) -> Vec<Option<DocKind>> {
+    let mut kinds = vec![None; lines.len()];
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i].trim();
         if is_comment(line, comment, language) {
-            docs[i] = true;
+            kinds[i] = Some(DocKind::Comment);
         } else if language == Some(Language::Python) && !line.is_empty() {
             if let Some(end) = docstring_end(lines, i) {
-                docs[i..=end].iter_mut().for_each(|d| *d = true);
+                kinds[i..=end]
+                    .iter_mut()
+                    .for_each(|k| *k = Some(DocKind::Docstring));
                 i = end;
             }
         }
         i += 1;
     }
-    // Blank lines inside a run of documentation are part of it.
-    let last_doc = docs.iter().rposition(|d| *d);
-    let first_doc = docs.iter().position(|d| *d);
-    if let (Some(first), Some(last)) = (first_doc, last_doc) {
-        for j in first..last {
-            if lines[j].trim().is_empty() {
-                docs[j] = true;
-            }
-        }
-    }
-    docs
+    kinds
 }
 
 fn is_comment(line: &str, comment: &str, language: Option<Language>) -> bool {
@@ -253,6 +336,22 @@ mod tests {
         // An unclosed docstring is not documentation.
         let unclosed = SORT.replace(":\n    counts", ":\n    \"\"\"Sorts\n    counts");
         assert_eq!(python(SORT, &unclosed), None);
+    }
+
+    #[test]
+    fn documentation_of_code_outside_the_selection_is_left_out() {
+        // Two lines of a method selected; the answer documents the file.
+        let old = "        return math.pi * self.radius ** 2\n\n";
+        let answer = "class Circle:\n    \"\"\"A circle.\"\"\"\n\n    def area(self):\n        \"\"\"The area.\"\"\"\n        # pi r squared\n        return math.pi * self.radius ** 2\n\n\nclass Square:\n    \"\"\"A square.\"\"\"\n";
+        let grafted = python(old, answer).unwrap();
+        assert_eq!(
+            grafted.text,
+            "        # pi r squared\n        return math.pi * self.radius ** 2\n\n"
+        );
+        assert_eq!(grafted.dropped_lines, 6);
+        // Only docstrings of code outside: nothing to graft.
+        let answer = "def area(self):\n    \"\"\"The area.\"\"\"\n        return math.pi * self.radius ** 2\n";
+        assert_eq!(python(old, answer), None);
     }
 
     #[test]
