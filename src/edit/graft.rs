@@ -45,20 +45,38 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
     // the selection has it), documentation, blank, or other code.
     let mut role = vec![Role::Other; new_lines.len()];
     for op in ops {
-        let n = op.new_range();
-        match op {
-            DiffOp::Equal { .. } => role[n].iter_mut().for_each(|r| *r = Role::Anchor),
-            _ => {
-                let kinds = doc_kinds(&new_lines[n.clone()], comment, language);
-                for (j, kind) in n.zip(kinds) {
-                    role[j] = match kind {
-                        Some(kind) => Role::Doc(kind),
-                        None if new_lines[j].trim().is_empty() => Role::Blank,
-                        // A changed line of the selection stands for it.
-                        None if matches!(op, DiffOp::Replace { .. }) => Role::Anchor,
-                        None => Role::Other,
-                    };
-                }
+        let (o, n) = (op.old_range(), op.new_range());
+        if let DiffOp::Equal { .. } = op {
+            for j in n {
+                role[j] = if new_lines[j].trim().is_empty() {
+                    Role::Blank
+                } else {
+                    Role::Anchor
+                };
+            }
+            continue;
+        }
+        let kinds = doc_kinds(&new_lines[n.clone()], comment, language);
+        for (j, kind) in n.clone().zip(kinds) {
+            role[j] = match kind {
+                Some(kind) => Role::Doc(kind),
+                None if new_lines[j].trim().is_empty() => Role::Blank,
+                None => Role::Other,
+            };
+        }
+        // A changed line of the selection stands for it: for each, the
+        // answer's line most like it (the same text re-indented, or a
+        // close edit), so that code the selection does not have (a
+        // whole file around it) anchors nothing.
+        for &line in &old_lines[o] {
+            let best = n
+                .clone()
+                .filter(|&j| role[j] == Role::Other)
+                .map(|j| (j, likeness(line, new_lines[j])))
+                .filter(|&(_, score)| score >= MIN_LIKENESS)
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((j, _)) = best {
+                role[j] = Role::Anchor;
             }
         }
     }
@@ -135,6 +153,18 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
         text: out,
         dropped_lines,
     })
+}
+
+/// How alike a changed line must be to the selection's line it replaces.
+const MIN_LIKENESS: f32 = 0.6;
+
+/// 0–1: how alike two lines are, indentation aside.
+fn likeness(a: &str, b: &str) -> f32 {
+    let (a, b) = (a.trim(), b.trim());
+    if a == b {
+        return 1.0;
+    }
+    similar::TextDiff::from_chars(a, b).ratio()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -351,6 +381,15 @@ mod tests {
         assert_eq!(grafted.dropped_lines, 6);
         // Only docstrings of code outside: nothing to graft.
         let answer = "def area(self):\n    \"\"\"The area.\"\"\"\n        return math.pi * self.radius ** 2\n";
+        assert_eq!(python(old, answer), None);
+    }
+
+    #[test]
+    fn a_whole_file_answer_indented_otherwise_anchors_only_the_selected_line() {
+        // Seen in Neovim: the fitted answer is the documented file, shifted
+        // by four columns, so no line of it equals the selected one.
+        let old = "        return math.pi * self.radius ** 2\n\n";
+        let answer = "    import math\n\n\n    class Circle:\n        \"\"\"\n        A circle.\n        \"\"\"\n        def area(self):\n            \"\"\"\n            The area.\n            \"\"\"\n            return math.pi * self.radius ** 2\n\n\n    class Square:\n        \"\"\"A square.\"\"\"\n        def area(self):\n            return self.side ** 2\n";
         assert_eq!(python(old, answer), None);
     }
 

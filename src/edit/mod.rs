@@ -369,6 +369,7 @@ pub async fn rewrite(
             .restore(&code)
             .map_err(|why| with_time(Refusal::new(Reason::Secret, why)))?;
         let mut new = answer::fit(&code, &fit);
+        tracing::debug!(answer = %answer, fitted = %new, "rewrite answer");
         let mut left_out = 0;
         if guard::documentation_only(&plan.instruction) {
             // The answer's documentation on the code as it is (a small
