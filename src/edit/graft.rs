@@ -44,15 +44,18 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
     // What each line of the answer is: a line of the selection (kept as
     // the selection has it), documentation, blank, or other code.
     let mut role = vec![Role::Other; new_lines.len()];
+    // The selection's line each anchor stands for.
+    let mut anchor_of: Vec<Option<usize>> = vec![None; new_lines.len()];
     for op in ops {
         let (o, n) = (op.old_range(), op.new_range());
         if let DiffOp::Equal { .. } = op {
-            for j in n {
-                role[j] = if new_lines[j].trim().is_empty() {
-                    Role::Blank
+            for (i, j) in o.zip(n) {
+                if new_lines[j].trim().is_empty() {
+                    role[j] = Role::Blank;
                 } else {
-                    Role::Anchor
-                };
+                    role[j] = Role::Anchor;
+                    anchor_of[j] = Some(i);
+                }
             }
             continue;
         }
@@ -64,23 +67,41 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
                 None => Role::Other,
             };
         }
-        // A changed line of the selection stands for it: for each, the
-        // answer's line most like it (the same text re-indented, or a
-        // close edit), so that code the selection does not have (a
-        // whole file around it) anchors nothing.
-        for &line in &old_lines[o] {
-            let best = n
-                .clone()
-                .filter(|&j| role[j] == Role::Other)
-                .map(|j| (j, likeness(line, new_lines[j])))
-                .filter(|&(_, score)| score >= MIN_LIKENESS)
-                .max_by(|a, b| a.1.total_cmp(&b.1));
+        // A changed line of the selection stands for it: for each, in
+        // order, the answer's line most like it after the last one taken
+        // (the same text re-indented, or a close edit; the first of equals,
+        // as a file has many `def area(self):`), so that code the
+        // selection does not have (a whole file around it) anchors nothing.
+        let mut from = n.start;
+        for i in o {
+            let mut best: Option<(usize, f32)> = None;
+            for j in (from..n.end).filter(|&j| role[j] == Role::Other) {
+                let score = likeness(old_lines[i], new_lines[j]);
+                if score >= MIN_LIKENESS && best.is_none_or(|(_, b)| score > b) {
+                    best = Some((j, score));
+                }
+            }
             if let Some((j, _)) = best {
                 role[j] = Role::Anchor;
+                anchor_of[j] = Some(i);
+                from = j + 1;
             }
         }
     }
-    let keep = kept_docs(&new_lines, &role);
+    // Kept documentation moves with its anchor: by how much the answer
+    // indented that line otherwise than the selection does.
+    let shift: Vec<Option<isize>> = kept_docs(&new_lines, &role)
+        .into_iter()
+        .map(|anchor| {
+            anchor.map(|j| {
+                anchor_of[j].map_or(0, |i| {
+                    indent(old_lines[i]) as isize - indent(new_lines[j]) as isize
+                })
+            })
+        })
+        .collect();
+    let keep: Vec<bool> = shift.iter().map(Option::is_some).collect();
+    let doc_line = |j: usize| shifted(new_lines[j], shift[j].unwrap_or(0));
 
     let mut out = String::with_capacity(new.len());
     let mut added = 0;
@@ -92,7 +113,7 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
             DiffOp::Insert { .. } => {
                 for j in n.clone() {
                     if keep[j] {
-                        out.push_str(new_lines[j]);
+                        out.push_str(&doc_line(j));
                         added += 1;
                     } else if !new_lines[j].trim().is_empty() {
                         dropped_lines += 1;
@@ -100,46 +121,44 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
                 }
             }
             DiffOp::Delete { .. } | DiffOp::Replace { .. } => {
-                // Lines of code the answer changed keep their own text, or
-                // gain a trailing comment. The documentation among the
-                // replacement goes before them when it comes before its
-                // first line of code (a doc comment above a changed
-                // signature), else after them.
-                let first_code = n
-                    .clone()
-                    .find(|&j| role[j] == Role::Anchor)
-                    .unwrap_or(n.end);
-                let push_docs = |range: std::ops::Range<usize>, out: &mut String| {
-                    let mut pushed = 0;
-                    for j in range.filter(|&j| keep[j]) {
-                        out.push_str(new_lines[j]);
-                        pushed += 1;
+                // In the answer's order: each anchor brings its line of the
+                // selection (and any before it that nothing stands for),
+                // as it was or with a comment added at its end; kept
+                // documentation goes where the answer has it.
+                let mut next_old = o.start;
+                for j in n.clone() {
+                    if keep[j] {
+                        out.push_str(&doc_line(j));
+                        added += 1;
+                        continue;
                     }
-                    pushed
-                };
-                added += push_docs(n.start..first_code, &mut out);
-                let mut code: Vec<&str> = (first_code..n.end)
-                    .filter(|&j| role[j] == Role::Anchor)
-                    .map(|j| new_lines[j])
-                    .collect();
-                for &line in &old_lines[o.clone()] {
-                    match code
-                        .iter()
-                        .position(|l| with_trailing_comment(line, l, comment))
-                    {
-                        Some(at) => {
-                            out.push_str(&with_line_end(code.remove(at), line));
-                            added += 1;
+                    match (role[j], anchor_of[j]) {
+                        (Role::Anchor, Some(i)) if i >= next_old => {
+                            old_lines[next_old..i].iter().for_each(|l| out.push_str(l));
+                            let line = old_lines[i];
+                            if with_trailing_comment(line, new_lines[j], comment) {
+                                let moved = shifted(
+                                    new_lines[j],
+                                    indent(line) as isize - indent(new_lines[j]) as isize,
+                                );
+                                out.push_str(&with_line_end(&moved, line));
+                                added += 1;
+                            } else {
+                                out.push_str(line);
+                                // The answer's change to it is left out.
+                                if line.trim() != new_lines[j].trim() {
+                                    dropped_lines += 1;
+                                }
+                            }
+                            next_old = i + 1;
                         }
-                        None => out.push_str(line),
+                        (Role::Blank, _) => {}
+                        _ => dropped_lines += 1,
                     }
                 }
-                dropped_lines += code.len();
-                dropped_lines += n
-                    .clone()
-                    .filter(|&j| matches!(role[j], Role::Doc(_)) && !keep[j])
-                    .count();
-                added += push_docs(first_code..n.end, &mut out);
+                old_lines[next_old..o.end]
+                    .iter()
+                    .for_each(|l| out.push_str(l));
             }
         }
     }
@@ -184,11 +203,12 @@ enum DocKind {
     Docstring,
 }
 
-/// Which documentation lines to keep: a comment block next to (above or
-/// below) a line of the selection, a docstring right after a `def` or
-/// `class` line of the selection; blank lines inside a kept block.
-fn kept_docs(lines: &[&str], role: &[Role]) -> Vec<bool> {
-    let mut keep = vec![false; lines.len()];
+/// Which documentation lines to keep, each with the line of the answer
+/// it belongs to: a comment block next to (above or below) a line of the
+/// selection, a docstring right after a `def` or `class` line of the
+/// selection; blank lines inside a kept block.
+fn kept_docs(lines: &[&str], role: &[Role]) -> Vec<Option<usize>> {
+    let mut keep = vec![None; lines.len()];
     let mut j = 0;
     while j < lines.len() {
         let Role::Doc(kind) = role[j] else {
@@ -211,23 +231,40 @@ fn kept_docs(lines: &[&str], role: &[Role]) -> Vec<bool> {
                 _ => break,
             }
         }
-        let before = role[..j]
-            .iter()
-            .rposition(|r| *r != Role::Blank)
-            .map(|p| (p, role[p]));
-        let after = role[end..].iter().find(|r| **r != Role::Blank).copied();
-        let belongs = match kind {
-            DocKind::Comment => {
-                matches!(before, Some((_, Role::Anchor))) || after == Some(Role::Anchor)
-            }
-            DocKind::Docstring => {
-                matches!(before, Some((p, Role::Anchor)) if opens_a_body(lines[p]))
-            }
+        let anchor = |at: Option<usize>| at.filter(|&p| role[p] == Role::Anchor);
+        let before = anchor(role[..j].iter().rposition(|r| *r != Role::Blank));
+        let after = anchor(
+            role[end..]
+                .iter()
+                .position(|r| *r != Role::Blank)
+                .map(|p| end + p),
+        );
+        let owner = match kind {
+            DocKind::Comment => before.or(after),
+            DocKind::Docstring => before.filter(|&p| opens_a_body(lines[p])),
         };
-        keep[j..end].iter_mut().for_each(|k| *k = belongs);
+        keep[j..end].iter_mut().for_each(|k| *k = owner);
         j = end;
     }
     keep
+}
+
+/// Columns of leading whitespace.
+fn indent(line: &str) -> usize {
+    line.len() - line.trim_start_matches([' ', '\t']).len()
+}
+
+/// `line` moved right (`by` > 0, with spaces) or left (dropping at most
+/// that much leading whitespace).
+fn shifted(line: &str, by: isize) -> std::borrow::Cow<'_, str> {
+    if by > 0 && !line.trim().is_empty() {
+        std::borrow::Cow::Owned(format!("{}{line}", " ".repeat(by.unsigned_abs())))
+    } else if by < 0 {
+        let drop = indent(line).min(by.unsigned_abs());
+        std::borrow::Cow::Borrowed(&line[drop..])
+    } else {
+        std::borrow::Cow::Borrowed(line)
+    }
 }
 
 /// A Python `def`/`class` line (its docstring follows it).
@@ -251,8 +288,8 @@ fn with_line_end(answer: &str, line: &str) -> String {
 
 /// Whether `answer` is `code` with a comment added at its end.
 fn with_trailing_comment(code: &str, answer: &str, comment: &str) -> bool {
-    let (code, answer) = (code.trim_end(), answer.trim_end());
-    !code.trim().is_empty()
+    let (code, answer) = (code.trim(), answer.trim());
+    !code.is_empty()
         && answer.strip_prefix(code).is_some_and(|rest| {
             rest.starts_with(char::is_whitespace) && rest.trim_start().starts_with(comment)
         })
@@ -391,6 +428,20 @@ mod tests {
         let old = "        return math.pi * self.radius ** 2\n\n";
         let answer = "    import math\n\n\n    class Circle:\n        \"\"\"\n        A circle.\n        \"\"\"\n        def area(self):\n            \"\"\"\n            The area.\n            \"\"\"\n            return math.pi * self.radius ** 2\n\n\n    class Square:\n        \"\"\"A square.\"\"\"\n        def area(self):\n            return self.side ** 2\n";
         assert_eq!(python(old, answer), None);
+    }
+
+    #[test]
+    fn the_docstring_of_the_selected_method_goes_in_at_its_indentation() {
+        // Seen in Neovim: `area` of the first class selected; the answer is
+        // the whole file documented, shifted by four columns, with a second
+        // `def area(self):` further down.
+        let old = "    def area(self):\n        return math.pi * self.radius ** 2\n";
+        let answer = "    class Circle:\n        def area(self):\n            \"\"\"\n            The circle's area.\n            \"\"\"\n            return math.pi * self.radius ** 2\n\n\n    class Square:\n        def area(self):\n            \"\"\"The square's area.\"\"\"\n            return self.side ** 2\n";
+        let grafted = python(old, answer).unwrap();
+        assert_eq!(
+            grafted.text,
+            "    def area(self):\n        \"\"\"\n        The circle's area.\n        \"\"\"\n        return math.pi * self.radius ** 2\n"
+        );
     }
 
     #[test]
