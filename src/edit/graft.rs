@@ -46,6 +46,7 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
     let mut role = vec![Role::Other; new_lines.len()];
     // The selection's line each anchor stands for.
     let mut anchor_of: Vec<Option<usize>> = vec![None; new_lines.len()];
+    let mut budget = LIKENESS_BUDGET;
     for op in ops {
         let (o, n) = (op.old_range(), op.new_range());
         if let DiffOp::Equal { .. } = op {
@@ -76,7 +77,7 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
         for i in o {
             let mut best: Option<(usize, f32)> = None;
             for j in (from..n.end).filter(|&j| role[j] == Role::Other) {
-                let score = likeness(old_lines[i], new_lines[j]);
+                let score = likeness(old_lines[i], new_lines[j], &mut budget);
                 if score >= MIN_LIKENESS && best.is_none_or(|(_, b)| score > b) {
                     best = Some((j, score));
                 }
@@ -177,12 +178,28 @@ pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option
 /// How alike a changed line must be to the selection's line it replaces.
 const MIN_LIKENESS: f32 = 0.6;
 
-/// 0–1: how alike two lines are, indentation aside.
-fn likeness(a: &str, b: &str) -> f32 {
+/// Characters (the product of two lines' lengths) that comparing lines
+/// character by character may cost in one graft; past it only equal lines
+/// count as alike. An answer unlike its selection makes every pair a
+/// candidate.
+const LIKENESS_BUDGET: usize = 4_000_000;
+
+/// 0–1: how alike two lines are, indentation aside. `budget` bounds the
+/// character comparisons (see [`LIKENESS_BUDGET`]).
+fn likeness(a: &str, b: &str, budget: &mut usize) -> f32 {
     let (a, b) = (a.trim(), b.trim());
     if a == b {
         return 1.0;
     }
+    let (la, lb) = (a.chars().count(), b.chars().count());
+    // The ratio is at most 2·min/(la+lb): lines of too unequal lengths
+    // cannot reach the threshold.
+    let most = 2.0 * la.min(lb) as f32 / (la + lb).max(1) as f32;
+    let cost = la.saturating_mul(lb);
+    if most < MIN_LIKENESS || cost > *budget {
+        return 0.0;
+    }
+    *budget -= cost;
     similar::TextDiff::from_chars(a, b).ratio()
 }
 
@@ -442,6 +459,31 @@ mod tests {
             grafted.text,
             "    def area(self):\n        \"\"\"\n        The circle's area.\n        \"\"\"\n        return math.pi * self.radius ** 2\n"
         );
+    }
+
+    #[test]
+    fn line_likeness_stays_within_its_budget() {
+        let (a, b) = ("    x = compute(a, b)", "x = compute(a, c)");
+        let mut budget = 1_000;
+        assert!(likeness(a, b, &mut budget) > 0.9);
+        assert!(budget < 1_000, "the comparison was paid for");
+        // Over the budget only equal lines are alike; nothing is spent.
+        let mut budget = 10;
+        assert_eq!(likeness(a, b, &mut budget), 0.0);
+        assert_eq!(likeness(a, "x = compute(a, b)", &mut budget), 1.0);
+        assert_eq!(budget, 10);
+        // Lengths too unequal to reach the threshold cost nothing.
+        let mut budget = 1_000;
+        assert_eq!(likeness("x", "x = compute(a, b)", &mut budget), 0.0);
+        assert_eq!(budget, 1_000);
+        // 2,000 unlike lines against 2,000: graded, nothing anchored.
+        let old: String = (0..2000)
+            .map(|i| format!("    x{i} = {}\n", "a".repeat(110)))
+            .collect();
+        let new: String = (0..2000)
+            .map(|i| format!("    # y{i}\n    z{i} = {}\n", "b".repeat(110)))
+            .collect();
+        assert_eq!(python(&old, &new), None);
     }
 
     #[test]
