@@ -369,7 +369,9 @@ pub async fn rewrite(
             .restore(&code)
             .map_err(|why| with_time(Refusal::new(Reason::Secret, why)))?;
         let mut new = answer::fit(&code, &fit);
-        tracing::debug!(answer = %answer, fitted = %new, "rewrite answer");
+        // The model's own text (redacted as it saw it), never `new`: that
+        // has the secrets put back.
+        tracing::debug!(answer = %answer, "rewrite answer");
         let mut left_out = 0;
         if guard::documentation_only(&plan.instruction) {
             // The answer's documentation on the code as it is (a small
