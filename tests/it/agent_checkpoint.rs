@@ -372,6 +372,10 @@ fn tree_state_returns_to_a_snapshot() {
     let best = TreeState::capture([&a, &b, &c]).unwrap();
     assert_eq!(best.get(&c), Some(None));
     assert_eq!(best.get(&a), Some(Some(&b"a1\r\n"[..])));
+    // File times come from the kernel's coarse clock: a file created within
+    // the same tick as the capture counts as older and is kept (the safe
+    // side). An attempt takes far longer than a tick; so does this wait.
+    std::thread::sleep(std::time::Duration::from_millis(50));
 
     // A worse attempt: a rewritten without its mode, b unchanged, c created.
     fs::remove_file(&a).unwrap();
