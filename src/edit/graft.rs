@@ -35,7 +35,7 @@ pub struct Grafted {
 /// file, documented) has those docstrings left out, not strewn among the
 /// selected lines.
 pub fn documentation(old: &str, new: &str, language: Option<Language>) -> Option<Grafted> {
-    let comment = line_comment(language);
+    let comment = Language::line_comment(language);
     let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
     let new_lines: Vec<&str> = new.split_inclusive('\n').collect();
     let diff = TextDiff::from_slices(&trimmed(&old_lines), &trimmed(&new_lines));
@@ -370,14 +370,6 @@ fn docstring_end(lines: &[&str], start: usize) -> Option<usize> {
         }
     }
     None
-}
-
-fn line_comment(language: Option<Language>) -> &'static str {
-    match language {
-        Some(Language::Python) => "#",
-        Some(Language::Lua) => "--",
-        _ => "//",
-    }
 }
 
 #[cfg(test)]

@@ -38,6 +38,16 @@ impl Language {
         })
     }
 
+    /// The line-comment marker of `language`: `#`, `--`, else `//` (also
+    /// when the language is unknown).
+    pub fn line_comment(language: Option<Self>) -> &'static str {
+        match language {
+            Some(Language::Python) => "#",
+            Some(Language::Lua) => "--",
+            _ => "//",
+        }
+    }
+
     /// Maps a file path to a language by its extension.
     pub fn from_path(path: &Path) -> Option<Self> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();

@@ -231,11 +231,7 @@ impl<'i, 'a> Gatherer<'i, 'a> {
             .input
             .language
             .or_else(|| self.input.path.and_then(Language::from_path));
-        match language {
-            Some(Language::Python) => "#",
-            Some(Language::Lua) => "--",
-            _ => "//",
-        }
+        Language::line_comment(language)
     }
 
     /// Definitions of the names near the cursor and in the enclosing

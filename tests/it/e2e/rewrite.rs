@@ -181,15 +181,7 @@ fn code_actions_setting_and_presets_from_the_user() {
 #[test]
 fn a_rewrite_sends_only_the_changed_lines_and_reports_its_text() {
     let answer = "Sure! Here is the documented function:\n\n```python\ndef total(items):\n    \"\"\"The summed price of items.\"\"\"\n    result = 0\n    for item in items:\n        result = result + item.price\n    return result\n```\n\nThis adds a docstring.";
-    let mock = mock(&json!({ "responses": [ { "text": answer } ] }).to_string());
-    let ws = Workspace::new(&[("shop.py", SHOP)]);
-    let uri = ws.uri("shop.py");
-    let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
-    lsp.open(&uri, "python", SHOP);
-    let result = rewrite(
-        &mut lsp,
-        json!({ "uri": uri, "range": range(3, 0, 8, 0), "version": 1, "instruction": "Add a docstring" }),
-    );
+    let (result, mut lsp, mock, uri) = rewrite_once(answer, range(3, 0, 8, 0), "Add a docstring");
     assert_eq!(result["applied"], true, "{result}");
     let expected = SHOP.replace(
         "def total(items):\n",
@@ -392,15 +384,7 @@ const DOCUMENT: &str = "Add documentation comments (docstrings or doc comments, 
 #[test]
 fn documentation_with_code_changes_keeps_the_docstring_on_the_code_as_it_was() {
     let answer = "```python\n\"\"\"\ndef tax(amount):\n    \"\"\"The tax on `amount`.\n\n    Args:\n        amount: a price.\n    \"\"\"\n    return None\n```";
-    let mock = mock(&json!({ "responses": [ { "text": answer } ] }).to_string());
-    let ws = Workspace::new(&[("shop.py", SHOP)]);
-    let uri = ws.uri("shop.py");
-    let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
-    lsp.open(&uri, "python", SHOP);
-    let result = rewrite(
-        &mut lsp,
-        json!({ "uri": uri, "range": range(10, 0, 12, 0), "version": 1, "instruction": DOCUMENT }),
-    );
+    let (result, lsp, mock, uri) = rewrite_once(answer, range(10, 0, 12, 0), DOCUMENT);
     assert_eq!(result["applied"], true, "{result}");
     let expected = SHOP.replace(
         "def tax(amount):\n",
@@ -415,6 +399,25 @@ fn documentation_with_code_changes_keeps_the_docstring_on_the_code_as_it_was() {
         "{result}"
     );
     assert_eq!(chat_bodies(&mock).len(), 1, "no retry");
+}
+
+/// `SHOP` open, a rewrite of `range` (version 1) that the mock answers
+/// with `answer`: the result, the server, the mock and the file's URI.
+fn rewrite_once(
+    answer: &str,
+    range: Value,
+    instruction: &str,
+) -> (Value, Lsp, BackgroundMock, String) {
+    let mock = mock(&json!({ "responses": [ { "text": answer } ] }).to_string());
+    let ws = Workspace::new(&[("shop.py", SHOP)]);
+    let uri = ws.uri("shop.py");
+    let mut lsp = start(&ws, options(&mock, json!({})), "utf-8");
+    lsp.open(&uri, "python", SHOP);
+    let result = rewrite(
+        &mut lsp,
+        json!({ "uri": uri, "range": range, "version": 1, "instruction": instruction }),
+    );
+    (result, lsp, mock, uri)
 }
 
 fn refused_twice(answer: &str, range: Value, instruction: &str) -> (Value, Vec<String>, Lsp) {
