@@ -31,7 +31,10 @@ impl Task {
             (None, None) => "changed nothing".to_owned(),
         };
         let verdict = if rolled_back {
-            format!("{} — worse, so it was undone", v.score.describe())
+            format!(
+                "{} — no better than the best so far, so it was undone",
+                v.score.describe()
+            )
         } else {
             v.score.describe()
         };

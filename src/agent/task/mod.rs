@@ -50,6 +50,9 @@ const LOCAL_REPO_MAP_TOKENS: usize = 300;
 /// size.
 const LOCAL_CODE_FILES: usize = 2;
 const LOCAL_CODE_BYTES: usize = 8 * 1024;
+/// When no file the failure names can be shown: how many of the repo
+/// map's best-ranked files are considered instead.
+const LOCAL_RANKED_FALLBACK: usize = 3;
 /// The test output a local model is shown (head and tail); the failing
 /// tests and their messages come first, parsed, whatever the size.
 const LOCAL_TEST_OUTPUT_BYTES: usize = 1536;
@@ -386,10 +389,29 @@ impl Task {
             .map(|p| self.files.paths.relative(p))
             .collect();
         let ordering = v.score.cmp_quality(&best.0);
+        // Fresh attempts each start from the best state: a change that is
+        // no better would otherwise be shown as the code to fix, and a
+        // small model copies it (measured: one rewrite, then the same
+        // rewrite three attempts in a row).
+        let undo_equal = self.compact_prompt() && self.edits_in_attempt > 0;
         let mut note = None;
         match ordering {
             std::cmp::Ordering::Less => {
                 *best = (v.score, Some(self.files.capture()));
+            }
+            std::cmp::Ordering::Equal if undo_equal => {
+                let target = best.1.clone().unwrap_or_else(|| self.files.originals());
+                match self.files.restore(&target).await {
+                    Ok(restored) if !restored.is_empty() => {
+                        note = Some(format!(
+                            "This attempt was no better ({}), so Fettle undid it.",
+                            v.score.describe()
+                        ));
+                        self.dirty = true;
+                    }
+                    Ok(_) => {}
+                    Err(err) => tracing::warn!(%err, "rollback failed"),
+                }
             }
             std::cmp::Ordering::Greater => {
                 let target = best.1.clone().unwrap_or_else(|| self.files.originals());
@@ -611,7 +633,7 @@ impl Task {
             local,
         );
         if local {
-            message.push_str(&self.code_under_test(&focus.paths));
+            message.push_str(&self.code_under_test(&focus));
         }
         message
     }
@@ -619,13 +641,38 @@ impl Task {
     /// For a local model: the files the goal and the failure name that the
     /// task may change, whole, so that the first answer can already be the
     /// fix (a `read_file` turn costs such a model a minute on a laptop).
-    fn code_under_test(&self, named: &[PathBuf]) -> String {
+    /// A failed assertion names only the test file (which the task may not
+    /// change); the code it calls is found by the names the failure
+    /// mentions (`where 8 = levenshtein(...)`), and failing that by the
+    /// repo map's ranking (the test file imports it).
+    fn code_under_test(&self, focus: &super::repo_map::Focus) -> String {
+        let mut named: Vec<PathBuf> = focus.paths.clone();
+        for identifier in &focus.identifiers {
+            named.extend(
+                self.index
+                    .definitions(identifier)
+                    .into_iter()
+                    .map(|d| d.path.to_path_buf()),
+            );
+        }
+        let from_the_failure = named.len();
+        let ranked = super::repo_map::rank_files(&self.index, focus);
+        named.extend(
+            ranked
+                .into_iter()
+                .take(LOCAL_RANKED_FALLBACK)
+                .map(|(path, _)| path),
+        );
         let mut out = String::new();
         let mut shown = 0;
         let mut seen = std::collections::HashSet::new();
-        for path in named {
+        for (position, path) in named.iter().enumerate() {
             if shown == LOCAL_CODE_FILES || !seen.insert(path) {
                 continue;
+            }
+            // The ranking is a fallback for when nothing named can be shown.
+            if position >= from_the_failure && shown > 0 {
+                break;
             }
             let rel = self.files.paths.relative(path);
             if self.files.paths.check_writable(&rel, path).is_err()
@@ -640,11 +687,18 @@ impl Task {
                 continue;
             }
             if shown == 0 {
-                out.push_str("\nThe code to fix (the files named above that you may change):\n");
+                out.push_str(
+                    "\nThe code to fix (the files the failure points to that you may change):\n",
+                );
             }
             out.push_str(&self.boundary.data("file", &rel, text.trim_end()));
             out.push('\n');
             shown += 1;
+        }
+        if shown > 0 {
+            // Last, where a small model looks: shown its code, it otherwise
+            // tends to answer with that code unchanged.
+            out.push_str(prompt::FIX_THE_CODE_SHOWN);
         }
         out
     }

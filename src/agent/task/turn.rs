@@ -103,10 +103,14 @@ const RETRY_TEMPERATURE: f64 = 0.7;
 
 impl Task {
     /// Greedy while attempts change something; sampled after one that did
-    /// not (the same prompt at temperature 0 repeats the same answer).
+    /// not (the same prompt at temperature 0 repeats the same answer). A
+    /// fresh attempt (the compact prompt) is sampled after the first: each
+    /// starts from nearly the same prompt, and greedily a small model gave
+    /// the same wrong function six attempts in a row.
     fn temperature(&self) -> f64 {
+        let fresh_retry = self.compact_prompt() && self.iterations > 1;
         match self.unchanged_attempts {
-            0 => 0.0,
+            0 if !fresh_retry => 0.0,
             _ => RETRY_TEMPERATURE,
         }
     }

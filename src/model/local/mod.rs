@@ -156,6 +156,8 @@ impl Provider for LocalProvider {
     fn chat(&self, req: ChatRequest) -> ChatStream {
         let tools_section = (!req.tools.is_empty()).then(|| tools::describe(&req.tools));
         let text = chatml(&req.messages, tools_section);
+        // The messages were redacted before they reached a model.
+        tracing::trace!(model = %self.name, prompt = %text, "local chat prompt");
         let mut stop = vec!["<|im_end|>".to_string(), "<|im_start|>".to_string()];
         stop.extend(req.options.stop.iter().cloned());
         let rx = self.submit(
