@@ -10,6 +10,7 @@
 use std::ops::Range;
 use std::path::Path;
 
+use super::imports;
 use crate::syntax::{parse_str, tags, Definition, Language, SymbolKind};
 
 /// One fenced block of an answer.
@@ -292,6 +293,9 @@ fn plan_in(
             first.names.insert(0, def.name.clone());
         }
     }
+    if let Some(imports) = imports::missing(candidate.language, &block.code, candidate.text) {
+        imports::add(&mut edits, imports, candidate);
+    }
     Ok((matched, edits))
 }
 
@@ -353,7 +357,7 @@ fn is_outermost(def: &Definition, all: &[Definition]) -> bool {
 }
 
 /// `range` widened to whole lines, without the last line's line break.
-fn whole_lines(text: &str, range: &Range<usize>) -> Range<usize> {
+pub(super) fn whole_lines(text: &str, range: &Range<usize>) -> Range<usize> {
     let start = text[..range.start].rfind('\n').map_or(0, |i| i + 1);
     let end = text[range.end..]
         .find('\n')
@@ -366,7 +370,7 @@ fn whole_lines(text: &str, range: &Range<usize>) -> Range<usize> {
     start..end
 }
 
-fn indentation(text: &str) -> &str {
+pub(super) fn indentation(text: &str) -> &str {
     let first = text.lines().next().unwrap_or("");
     &first[..first.len() - first.trim_start().len()]
 }
@@ -411,6 +415,49 @@ mod tests {
             out = out.replacen(&e.search, &e.replace, 1);
         }
         out
+    }
+
+    const BFS: &str = "from collections import deque as Queue\n\ndef bfs(start, goal):\n    queue = Queue()\n    queue.append(start)\n    while True:\n        node = queue.popleft()\n        if node is goal:\n            return True\n";
+
+    #[test]
+    fn an_import_the_fix_needs_goes_after_the_file_s_imports() {
+        let answer = "```python\nfrom collections import deque\n\ndef bfs(start, goal):\n    queue = deque()\n    queue.append(start)\n    while queue:\n        node = queue.popleft()\n        if node is goal:\n            return True\n    return False\n```";
+        let blocks = fenced_blocks(answer);
+        let edits = plan(&blocks[0], &[candidate("bfs.py", BFS)]).unwrap();
+        assert_eq!(edits.len(), 2, "{edits:?}");
+        assert_eq!(
+            apply(BFS, &edits),
+            "from collections import deque as Queue\nfrom collections import deque\n\ndef bfs(start, goal):\n    queue = deque()\n    queue.append(start)\n    while queue:\n        node = queue.popleft()\n        if node is goal:\n            return True\n    return False\n"
+        );
+    }
+
+    #[test]
+    fn imports_the_file_has_are_not_added_again() {
+        let answer = "```python\nfrom collections  import deque as Queue\n\ndef bfs(start, goal):\n    queue = Queue()\n    queue.append(start)\n    while queue:\n        node = queue.popleft()\n        if node is goal:\n            return True\n```";
+        let blocks = fenced_blocks(answer);
+        let edits = plan(&blocks[0], &[candidate("bfs.py", BFS)]).unwrap();
+        assert_eq!(edits.len(), 1, "{edits:?}");
+        assert_eq!(apply(BFS, &edits), BFS.replace("while True", "while queue"));
+    }
+
+    #[test]
+    fn in_a_file_without_imports_the_import_goes_in_front_of_the_function() {
+        let file = "def area(r):\n    return 3 * r * r\n";
+        let answer = "```python\nimport math\n\ndef area(r):\n    return math.pi * r * r\n```";
+        let blocks = fenced_blocks(answer);
+        let edits = plan(&blocks[0], &[candidate("area.py", file)]).unwrap();
+        assert_eq!(
+            apply(file, &edits),
+            "import math\n\ndef area(r):\n    return math.pi * r * r\n"
+        );
+        let rust = "use std::fmt;\n\nfn twice(x: u32) -> u32 {\n    x + x\n}\n";
+        let answer =
+            "```rust\nuse std::ops::Mul;\n\nfn twice(x: u32) -> u32 {\n    x.mul(2)\n}\n```";
+        let edits = plan(&fenced_blocks(answer)[0], &[candidate("lib.rs", rust)]).unwrap();
+        assert_eq!(
+            apply(rust, &edits),
+            "use std::fmt;\nuse std::ops::Mul;\n\nfn twice(x: u32) -> u32 {\n    x.mul(2)\n}\n"
+        );
     }
 
     #[test]

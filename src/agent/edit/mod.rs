@@ -11,6 +11,7 @@ use std::fmt;
 
 mod blocks;
 mod closest;
+mod imports;
 mod lint;
 mod matching;
 mod step;

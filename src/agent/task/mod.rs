@@ -642,58 +642,59 @@ impl Task {
     /// task may change, whole, so that the first answer can already be the
     /// fix (a `read_file` turn costs such a model a minute on a laptop).
     /// A failed assertion names only the test file (which the task may not
-    /// change); the code it calls is found by the names the failure
-    /// mentions (`where 8 = levenshtein(...)`), and failing that by the
-    /// repo map's ranking (the test file imports it).
+    /// change): then the files defining the names the failure mentions
+    /// (`where 8 = levenshtein(...)`), and failing those the repo map's
+    /// best-ranked files (the test file imports the code) — each a
+    /// fallback, so a file more costs prefill only when nothing was shown.
     fn code_under_test(&self, focus: &super::repo_map::Focus) -> String {
-        let mut named: Vec<PathBuf> = focus.paths.clone();
-        for identifier in &focus.identifiers {
-            named.extend(
-                self.index
-                    .definitions(identifier)
-                    .into_iter()
-                    .map(|d| d.path.to_path_buf()),
-            );
-        }
-        let from_the_failure = named.len();
-        let ranked = super::repo_map::rank_files(&self.index, focus);
-        named.extend(
-            ranked
+        let definers = || {
+            focus
+                .identifiers
+                .iter()
+                .flat_map(|identifier| self.index.definitions(identifier))
+                .map(|d| d.path.to_path_buf())
+                .collect::<Vec<_>>()
+        };
+        let ranked = || {
+            super::repo_map::rank_files(&self.index, focus)
                 .into_iter()
                 .take(LOCAL_RANKED_FALLBACK)
-                .map(|(path, _)| path),
-        );
+                .map(|(path, _)| path)
+                .collect::<Vec<_>>()
+        };
         let mut out = String::new();
         let mut shown = 0;
         let mut seen = std::collections::HashSet::new();
-        for (position, path) in named.iter().enumerate() {
-            if shown == LOCAL_CODE_FILES || !seen.insert(path) {
-                continue;
-            }
-            // The ranking is a fallback for when nothing named can be shown.
-            if position >= from_the_failure && shown > 0 {
+        let tiers: [&dyn Fn() -> Vec<PathBuf>; 3] = [&|| focus.paths.clone(), &definers, &ranked];
+        for tier in tiers {
+            if shown > 0 {
                 break;
             }
-            let rel = self.files.paths.relative(path);
-            if self.files.paths.check_writable(&rel, path).is_err()
-                || crate::agent::redact::is_secret_path(path)
-            {
-                continue;
+            for path in tier() {
+                if shown == LOCAL_CODE_FILES || !seen.insert(path.clone()) {
+                    continue;
+                }
+                let rel = self.files.paths.relative(&path);
+                if self.files.paths.check_writable(&rel, &path).is_err()
+                    || crate::agent::redact::is_secret_path(&path)
+                {
+                    continue;
+                }
+                let Some(text) = self.files.text(&path) else {
+                    continue;
+                };
+                if text.len() > LOCAL_CODE_BYTES {
+                    continue;
+                }
+                if shown == 0 {
+                    out.push_str(
+                        "\nThe code to fix (the files the failure points to that you may change):\n",
+                    );
+                }
+                out.push_str(&self.boundary.data("file", &rel, text.trim_end()));
+                out.push('\n');
+                shown += 1;
             }
-            let Some(text) = self.files.text(path) else {
-                continue;
-            };
-            if text.len() > LOCAL_CODE_BYTES {
-                continue;
-            }
-            if shown == 0 {
-                out.push_str(
-                    "\nThe code to fix (the files the failure points to that you may change):\n",
-                );
-            }
-            out.push_str(&self.boundary.data("file", &rel, text.trim_end()));
-            out.push('\n');
-            shown += 1;
         }
         if shown > 0 {
             // Last, where a small model looks: shown its code, it otherwise

@@ -1,0 +1,85 @@
+//! The imports a block's code needs: a model that answers with a whole
+//! function often writes the import it uses above it (`from collections
+//! import deque`); put in place without it, the function is a `NameError`.
+
+use std::ops::Range;
+
+use super::blocks::{indentation, whole_lines, BlockEdit, Candidate};
+use crate::syntax::{parse_str, Language};
+
+/// The node kinds of a top-level import in `language`.
+fn kinds(language: Language) -> &'static [&'static str] {
+    match language {
+        Language::Python => &[
+            "import_statement",
+            "import_from_statement",
+            "future_import_statement",
+        ],
+        Language::Rust => &["use_declaration"],
+        Language::JavaScript | Language::TypeScript | Language::Tsx => &["import_statement"],
+        Language::Go | Language::Java => &["import_declaration"],
+        Language::C | Language::Cpp => &["preproc_include"],
+        _ => &[],
+    }
+}
+
+/// The whole-line ranges of `text`'s top-level imports, in order.
+fn top_level(language: Language, text: &str) -> Vec<Range<usize>> {
+    let kinds = kinds(language);
+    if kinds.is_empty() {
+        return Vec::new();
+    }
+    let Some(tree) = parse_str(language, text, None) else {
+        return Vec::new();
+    };
+    let root = tree.root_node();
+    let mut cursor = root.walk();
+    root.children(&mut cursor)
+        .filter(|n| kinds.contains(&n.kind()) && !n.has_error())
+        .map(|n| whole_lines(text, &n.byte_range()))
+        .collect()
+}
+
+/// The block's top-level imports that the file lacks (the model's fix
+/// uses `deque` and imports it; a function put in place without its
+/// import is a `NameError`).
+pub(super) fn missing(language: Language, block: &str, file: &str) -> Option<Vec<String>> {
+    let normalize = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let have: Vec<String> = top_level(language, file)
+        .into_iter()
+        .map(|r| normalize(&file[r]))
+        .collect();
+    let mut missing: Vec<String> = Vec::new();
+    for range in top_level(language, block) {
+        let text = &block[range];
+        if !have.contains(&normalize(text)) && !missing.iter().any(|m| m == text) {
+            missing.push(text.to_owned());
+        }
+    }
+    (!missing.is_empty()).then_some(missing)
+}
+
+/// Puts `imports` after the file's last top-level import or, in a file
+/// without one, in front of the first top-level definition replaced.
+pub(super) fn add(edits: &mut Vec<BlockEdit>, imports: Vec<String>, candidate: &Candidate<'_>) {
+    let added = imports.join("\n");
+    let names = vec!["imports".to_owned()];
+    if let Some(last) = top_level(candidate.language, candidate.text).pop() {
+        let search = &candidate.text[last];
+        // The search must be unique, and no other edit may touch it.
+        let unique = candidate.text.matches(search).count() == 1;
+        if unique && !edits.iter().any(|e| e.search.contains(search)) {
+            edits.push(BlockEdit {
+                path: candidate.path.to_owned(),
+                search: search.to_owned(),
+                replace: format!("{search}\n{added}"),
+                names,
+            });
+        }
+        return;
+    }
+    if let Some(first) = edits.iter_mut().find(|e| indentation(&e.search).is_empty()) {
+        first.replace = format!("{added}\n\n{}", first.replace);
+        first.names.splice(0..0, names);
+    }
+}
