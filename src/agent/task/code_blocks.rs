@@ -24,10 +24,12 @@ impl Task {
         &mut self,
         answer: &str,
     ) -> Result<Option<String>, StopCause> {
+        self.answered_the_same_code = false;
         let blocks = fenced_blocks(answer);
         if blocks.is_empty() {
             return Ok(None);
         }
+        let mut all_unchanged = true;
         let mut calls: Vec<ToolCall> = Vec::new();
         let mut replaced: Vec<String> = Vec::new();
         let mut refused: Vec<String> = Vec::new();
@@ -81,7 +83,10 @@ impl Task {
                     }
                 }
                 Err(NoEdit::NoDefinitions) => {}
-                Err(why) => refused.push(format!("code block {}: {why}", i + 1)),
+                Err(why) => {
+                    all_unchanged &= matches!(why, NoEdit::Unchanged(_));
+                    refused.push(format!("code block {}: {why}", i + 1));
+                }
             }
         }
         if calls.is_empty() {
@@ -97,6 +102,7 @@ impl Task {
                 refused.join("; ")
             ));
             self.code_refused = Some(refused.join("; "));
+            self.answered_the_same_code = all_unchanged;
             return Ok(Some(text));
         }
         self.status(&format!(

@@ -11,8 +11,30 @@ use crate::model::Message;
 
 /// The most of an attempt's diff its note quotes.
 const MAX_NOTE_DIFF_BYTES: usize = 800;
+/// Answers that repeat the code as it is, asked again within one attempt.
+const SAME_CODE_RETRIES: u32 = 2;
 
 impl Task {
+    /// Whether to ask again, within the attempt, after an answer whose code
+    /// was only the code as it is (shown the code to fix, a small model
+    /// often copies it): that answer is dropped and the same prompt sampled
+    /// hotter, up to [`SAME_CODE_RETRIES`] times. The prompt is unchanged,
+    /// so the engine reuses it whole: a retry costs only the answer.
+    pub(super) fn ask_again_for_the_same_code(&mut self) -> bool {
+        if !self.compact_prompt()
+            || !self.answered_the_same_code
+            || self.same_code_again >= SAME_CODE_RETRIES
+        {
+            return false;
+        }
+        self.same_code_again += 1;
+        self.messages.pop();
+        self.answer_note = None;
+        self.code_refused = None;
+        self.status("The model's answer repeated the code as it is; asking again");
+        true
+    }
+
     /// Records what a failed attempt did, for the attempts to come.
     pub(super) fn note_attempt(
         &mut self,

@@ -144,6 +144,8 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         edits_in_attempt: 0,
         answer_note: None,
         code_refused: None,
+        answered_the_same_code: false,
+        same_code_again: 0,
         code_answers: 0,
         unchanged_attempts: 0,
         brief: String::new(),
@@ -204,6 +206,11 @@ pub(crate) struct Task {
     brief: String,
     /// For a local model: one line per failed attempt, for the next.
     attempt_notes: Vec<String>,
+    /// Whether the last answer's code was only the code as it is.
+    answered_the_same_code: bool,
+    /// Answers in this attempt that repeated the code as it is (each asked
+    /// again, sampled hotter).
+    same_code_again: u32,
 }
 
 impl Task {
@@ -335,6 +342,7 @@ impl Task {
         self.edits_in_attempt = 0;
         self.answer_note = None;
         self.code_refused = None;
+        self.same_code_again = 0;
         loop {
             self.check_budget()?;
             let turn = self.model_turn().await?;
@@ -364,6 +372,9 @@ impl Task {
                     // what to change. Not after edits: a summary that
                     // quotes code must not undo them.
                     self.answer_note = self.apply_answer_code(&turn.text).await?;
+                    if self.ask_again_for_the_same_code() {
+                        continue;
+                    }
                 }
                 return Ok(());
             }

@@ -100,6 +100,9 @@ impl Task {
 /// The temperature after an attempt that changed nothing: at 0 the model
 /// would give the same answer again.
 const RETRY_TEMPERATURE: f64 = 0.7;
+/// The temperature for asking again after an answer that repeated the
+/// code as it is: at 0.7 the 1.5B model repeated it four times in a row.
+const SAME_CODE_TEMPERATURE: f64 = 1.0;
 
 impl Task {
     /// Greedy while attempts change something; sampled after one that did
@@ -108,6 +111,9 @@ impl Task {
     /// starts from nearly the same prompt, and greedily a small model gave
     /// the same wrong function six attempts in a row.
     fn temperature(&self) -> f64 {
+        if self.same_code_again > 0 {
+            return SAME_CODE_TEMPERATURE;
+        }
         let fresh_retry = self.compact_prompt() && self.iterations > 1;
         match self.unchanged_attempts {
             0 if !fresh_retry => 0.0,
