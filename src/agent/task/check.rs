@@ -61,6 +61,10 @@ impl Score {
     }
 }
 
+/// [`Verification::first_problem`]'s size: an assertion and its `where`.
+const FIRST_PROBLEM_LINES: usize = 2;
+const FIRST_PROBLEM_CHARS: usize = 240;
+
 pub struct Verification {
     pub passed: bool,
     pub score: Score,
@@ -126,6 +130,42 @@ impl Verification {
             }
         }
         out
+    }
+
+    /// The first thing that went wrong, in a line or two, for a fresh
+    /// attempt's note on an earlier one (the counts alone do not say that
+    /// its fix was a `NameError`): a syntax error, else a checker error,
+    /// else the first failing test's message.
+    pub fn first_problem(&self) -> Option<String> {
+        let text = if let Some(line) = self.syntax.first() {
+            line.clone()
+        } else if let Some(d) = self.checks.as_ref().and_then(|c| {
+            c.diagnostics()
+                .find(|d| d.severity == crate::agent::checkers::Severity::Error)
+        }) {
+            let name = d
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{name}:{}: {}", d.span.start.line + 1, d.message)
+        } else {
+            self.report.as_ref()?.messages.first()?.clone()
+        };
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .take(FIRST_PROBLEM_LINES)
+            .collect();
+        let joined = lines.join(" ");
+        if joined.is_empty() {
+            return None;
+        }
+        Some(match joined.char_indices().nth(FIRST_PROBLEM_CHARS) {
+            Some((cut, _)) => format!("{}…", &joined[..cut]),
+            None => joined,
+        })
     }
 
     /// One line for events and logs.

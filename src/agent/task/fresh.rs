@@ -52,14 +52,13 @@ impl Task {
             (None, Some(note)) => note.to_owned(),
             (None, None) => "changed nothing".to_owned(),
         };
-        let verdict = if rolled_back {
-            format!(
-                "{} — no better than the best so far, so it was undone",
-                v.score.describe()
-            )
-        } else {
-            v.score.describe()
-        };
+        let mut verdict = v.score.describe();
+        if let Some(problem) = v.first_problem() {
+            verdict.push_str(&format!(" (first: {problem})"));
+        }
+        if rolled_back {
+            verdict.push_str(" — no better than the best so far, so it was undone");
+        }
         self.attempt_notes
             .push(format!("Attempt {iteration}: {what}\nResult: {verdict}."));
     }
