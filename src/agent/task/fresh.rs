@@ -13,6 +13,8 @@ use crate::model::Message;
 const MAX_NOTE_DIFF_BYTES: usize = 800;
 /// Answers that repeat the code as it is, asked again within one attempt.
 const SAME_CODE_RETRIES: u32 = 2;
+/// Room beyond the copied code's length for a retry's answer.
+const SAME_CODE_SLACK_TOKENS: u32 = 96;
 
 impl Task {
     /// Whether to ask again, within the attempt, after an answer whose code
@@ -28,7 +30,13 @@ impl Task {
             return false;
         }
         self.same_code_again += 1;
-        self.messages.pop();
+        if let Some(copied) = self.messages.pop() {
+            // The fix is about as long as the code it copied; hotter
+            // sampling may ramble instead (seen: 8 minutes of it on a
+            // loaded machine), so the retry gets that much room and a bit.
+            let copied_tokens = self.model.count_tokens(&copied.content) as u32;
+            self.answer_cap = Some(copied_tokens * 3 / 2 + SAME_CODE_SLACK_TOKENS);
+        }
         self.answer_note = None;
         self.code_refused = None;
         self.status("The model's answer repeated the code as it is; asking again");

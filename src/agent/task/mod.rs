@@ -146,6 +146,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         code_refused: None,
         answered_the_same_code: false,
         same_code_again: 0,
+        answer_cap: None,
         code_answers: 0,
         unchanged_attempts: 0,
         brief: String::new(),
@@ -211,6 +212,8 @@ pub(crate) struct Task {
     /// Answers in this attempt that repeated the code as it is (each asked
     /// again, sampled hotter).
     same_code_again: u32,
+    /// The most output tokens the next turn may use, when less than usual.
+    answer_cap: Option<u32>,
 }
 
 impl Task {
@@ -343,6 +346,7 @@ impl Task {
         self.answer_note = None;
         self.code_refused = None;
         self.same_code_again = 0;
+        self.answer_cap = None;
         loop {
             self.check_budget()?;
             let turn = self.model_turn().await?;

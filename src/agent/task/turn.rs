@@ -35,6 +35,9 @@ impl Task {
             false => super::tools::definitions(),
         };
         let max_tokens = self.fit_context(&tools);
+        let max_tokens = self
+            .answer_cap
+            .map_or(max_tokens, |cap| cap.min(max_tokens));
         let request = ChatRequest {
             messages: self.messages.clone(),
             tools,
