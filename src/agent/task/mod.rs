@@ -409,46 +409,38 @@ impl Task {
         // small model copies it (measured: one rewrite, then the same
         // rewrite three attempts in a row).
         let undo_equal = self.compact_prompt() && self.edits_in_attempt > 0;
+        let worse = ordering == std::cmp::Ordering::Greater;
+        if ordering == std::cmp::Ordering::Less {
+            *best = (v.score, Some(self.files.capture()));
+        }
         let mut note = None;
-        match ordering {
-            std::cmp::Ordering::Less => {
-                *best = (v.score, Some(self.files.capture()));
-            }
-            std::cmp::Ordering::Equal if undo_equal => {
-                let target = best.1.clone().unwrap_or_else(|| self.files.originals());
-                match self.files.restore(&target).await {
-                    Ok(restored) if !restored.is_empty() => {
-                        note = Some(format!(
-                            "This attempt was no better ({}), so Fettle undid it.",
-                            v.score.describe()
-                        ));
-                        self.dirty = true;
-                    }
-                    Ok(_) => {}
-                    Err(err) => tracing::warn!(%err, "rollback failed"),
+        if worse || (ordering == std::cmp::Ordering::Equal && undo_equal) {
+            let target = best.1.clone().unwrap_or_else(|| self.files.originals());
+            match self.files.restore(&target).await {
+                Ok(restored) if worse => {
+                    let names: Vec<String> = restored
+                        .iter()
+                        .map(|p| self.files.paths.relative(p))
+                        .collect();
+                    note = Some(format!(
+                        "This attempt made things worse ({} → {}), so Fettle rolled it back; {} now as they were at the best state so far ({}).",
+                        best.0.describe(),
+                        v.score.describe(),
+                        if names.is_empty() { "the files are".to_owned() } else { names.join(", ") + " are" },
+                        best.0.describe()
+                    ));
+                    self.dirty = true;
                 }
-            }
-            std::cmp::Ordering::Greater => {
-                let target = best.1.clone().unwrap_or_else(|| self.files.originals());
-                match self.files.restore(&target).await {
-                    Ok(restored) => {
-                        let names: Vec<String> = restored
-                            .iter()
-                            .map(|p| self.files.paths.relative(p))
-                            .collect();
-                        note = Some(format!(
-                            "This attempt made things worse ({} → {}), so Fettle rolled it back; {} now as they were at the best state so far ({}).",
-                            best.0.describe(),
-                            v.score.describe(),
-                            if names.is_empty() { "the files are".to_owned() } else { names.join(", ") + " are" },
-                            best.0.describe()
-                        ));
-                        self.dirty = true;
-                    }
-                    Err(err) => tracing::warn!(%err, "rollback failed"),
+                Ok(restored) if !restored.is_empty() => {
+                    note = Some(format!(
+                        "This attempt was no better ({}), so Fettle undid it.",
+                        v.score.describe()
+                    ));
+                    self.dirty = true;
                 }
+                Ok(_) => {}
+                Err(err) => tracing::warn!(%err, "rollback failed"),
             }
-            std::cmp::Ordering::Equal => {}
         }
         self.event(
             EventKind::Verify,
