@@ -138,6 +138,20 @@ pub fn documentation_only(instruction: &str) -> bool {
     keeps_code || !CHANGES.iter().any(|w| lower.contains(w))
 }
 
+/// A hash of `text`'s code: its tokens without comments and docstrings,
+/// so that two versions that differ only in layout, comments or
+/// documentation hash alike. Text that does not parse (or is too big to)
+/// hashes by its whitespace-separated words.
+pub fn code_fingerprint(language: Option<crate::syntax::Language>, text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    match language.and_then(|l| crate::syntax::parse_str(l, text, None)) {
+        Some(tree) => code_tokens(&tree, &Rope::from_str(text), 0..text.len()).hash(&mut hasher),
+        None => text.split_whitespace().for_each(|w| w.hash(&mut hasher)),
+    }
+    hasher.finish()
+}
+
 /// The code's tokens in `range`: leaves of the tree, without comments and
 /// without bare string statements (Python docstrings), so that added
 /// documentation changes nothing and any code change does.
@@ -202,6 +216,43 @@ mod tests {
         );
         // A string that is code (an argument) counts.
         assert_ne!(tokens("f('a')\n"), tokens("f('b')\n"));
+    }
+
+    #[test]
+    fn code_fingerprints_ignore_layout_comments_and_docstrings_but_not_code() {
+        let python = Some(Language::Python);
+        let code = "def f(x):\n    return x + 1\n";
+        let same = [
+            "def f(x):\n    # add one\n    return x + 1  # done\n",
+            "def f(x):\n    \"\"\"One more.\"\"\"\n\n    return x + 1\n",
+            "def f( x ):\n    return x+1\n\n\n",
+        ];
+        for other in same {
+            assert_eq!(
+                code_fingerprint(python, code),
+                code_fingerprint(python, other),
+                "{other}"
+            );
+        }
+        for other in [
+            "def f(x):\n    return x - 1\n",
+            "def f(y):\n    return y + 1\n",
+        ] {
+            assert_ne!(
+                code_fingerprint(python, code),
+                code_fingerprint(python, other),
+                "{other}"
+            );
+        }
+        // Without a grammar: the words, whatever the spacing.
+        assert_eq!(
+            code_fingerprint(None, "a  b\nc"),
+            code_fingerprint(None, "a b c\n")
+        );
+        assert_ne!(
+            code_fingerprint(None, "a b c"),
+            code_fingerprint(None, "a b d")
+        );
     }
 
     #[test]

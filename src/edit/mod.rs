@@ -15,6 +15,7 @@ pub mod check;
 pub mod gather;
 mod graft;
 mod guard;
+pub use guard::code_fingerprint;
 pub mod hunks;
 pub mod instruction;
 pub mod prompt;

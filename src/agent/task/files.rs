@@ -392,7 +392,8 @@ impl Files {
             .collect()
     }
 
-    fn original(&self, path: &Path) -> Option<&[u8]> {
+    /// The bytes of `path` before the task (`None`: it did not exist).
+    pub fn original(&self, path: &Path) -> Option<&[u8]> {
         self.originals.get(path).and_then(Option::as_deref)
     }
 

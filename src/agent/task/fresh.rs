@@ -19,10 +19,12 @@ const SAME_CODE_SLACK_TOKENS: u32 = 96;
 impl Task {
     /// Whether to ask again, within the attempt, after an answer whose code
     /// was only the code as it is (shown the code to fix, a small model
-    /// often copies it): that answer is dropped and the same prompt sampled
-    /// hotter, up to [`SAME_CODE_RETRIES`] times. The prompt is unchanged,
-    /// so the engine reuses it whole: a retry costs only the answer.
-    pub(super) fn ask_again_for_the_same_code(&mut self) -> bool {
+    /// often copies it) or led back to a state already tested: that answer
+    /// is dropped (the conversation goes back to `start_len` messages, the
+    /// attempt's start) and the same prompt sampled hotter, up to
+    /// [`SAME_CODE_RETRIES`] times. The prompt is unchanged, so the engine
+    /// reuses it whole: a retry costs only the answer.
+    pub(super) fn ask_again_for_the_same_code(&mut self, start_len: usize) -> bool {
         if !self.compact_prompt()
             || !self.answered_the_same_code
             || self.same_code_again >= SAME_CODE_RETRIES
@@ -30,16 +32,33 @@ impl Task {
             return false;
         }
         self.same_code_again += 1;
-        if let Some(copied) = self.messages.pop() {
-            // The fix is about as long as the code it copied; hotter
-            // sampling may ramble instead (seen: 8 minutes of it on a
-            // loaded machine), so the retry gets that much room and a bit.
-            let copied_tokens = self.model.count_tokens(&copied.content) as u32;
-            self.answer_cap = Some(copied_tokens * 3 / 2 + SAME_CODE_SLACK_TOKENS);
+        // The fix is about as long as the code it repeated; hotter sampling
+        // may ramble instead (seen: 8 minutes of it on a loaded machine),
+        // so the retry gets that much room and a bit.
+        let answered: usize = self
+            .messages
+            .iter()
+            .skip(start_len)
+            .filter(|m| m.role == crate::model::Role::Assistant)
+            .map(|m| {
+                let calls = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| c.arguments.to_string())
+                    .collect::<String>();
+                self.model.count_tokens(&m.content) + self.model.count_tokens(&calls)
+            })
+            .sum();
+        if answered > 0 {
+            self.answer_cap = Some(answered as u32 * 3 / 2 + SAME_CODE_SLACK_TOKENS);
         }
+        self.messages.truncate(start_len.max(1));
         self.answer_note = None;
         self.code_refused = None;
-        self.status("The model's answer repeated the code as it is; asking again");
+        self.status(match self.repeated_an_attempt {
+            true => "The model's answer repeated code already tested; asking again",
+            false => "The model's answer repeated the code as it is; asking again",
+        });
         true
     }
 

@@ -14,6 +14,7 @@ mod files;
 mod fresh;
 mod prompt;
 mod tools;
+mod tried;
 mod turn;
 
 use std::path::PathBuf;
@@ -145,6 +146,8 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         answer_note: None,
         code_refused: None,
         answered_the_same_code: false,
+        repeated_an_attempt: false,
+        tested_states: Default::default(),
         same_code_again: 0,
         answer_cap: None,
         code_answers: 0,
@@ -207,8 +210,13 @@ pub(crate) struct Task {
     brief: String,
     /// For a local model: one line per failed attempt, for the next.
     attempt_notes: Vec<String>,
-    /// Whether the last answer's code was only the code as it is.
+    /// Whether the last answer's code was only the code as it is, or led
+    /// back to a state already tested.
     answered_the_same_code: bool,
+    /// Whether it was the latter.
+    repeated_an_attempt: bool,
+    /// For a local model: the states of the files whose tests ran.
+    tested_states: std::collections::HashSet<tried::StateKey>,
     /// Answers in this attempt that repeated the code as it is (each asked
     /// again, sampled hotter).
     same_code_again: u32,
@@ -226,6 +234,7 @@ impl Task {
             Err(cause) => return self.finish(cause, None).await,
         };
         self.baseline_checker_errors = Some(baseline.score.checker_errors);
+        self.remember_tested_state();
         self.event(
             EventKind::Verify,
             format!("Before any change: {}", baseline.headline()),
@@ -300,6 +309,7 @@ impl Task {
                 // Nothing changed since the last run: its verdict stands.
                 last
             };
+            self.remember_tested_state();
             // What this attempt changed, before a rollback undoes it.
             let attempt_diff =
                 (self.compact_prompt() && self.edits_in_attempt > 0).then(|| self.files.diff());
@@ -347,8 +357,16 @@ impl Task {
         self.code_refused = None;
         self.same_code_again = 0;
         self.answer_cap = None;
+        // Where the attempt starts: a retry within it starts there again.
+        let start_len = self.messages.len();
+        let before = self.files.capture();
+        let dirty_before = self.dirty;
         loop {
             self.check_budget()?;
+            // The sampling of a retry stays (`same_code_again`), the verdict
+            // on the last answer goes.
+            self.answered_the_same_code = false;
+            self.repeated_an_attempt = false;
             let turn = self.model_turn().await?;
             let calls = turn.tool_calls.clone();
             self.push(Message {
@@ -376,9 +394,10 @@ impl Task {
                     // what to change. Not after edits: a summary that
                     // quotes code must not undo them.
                     self.answer_note = self.apply_answer_code(&turn.text).await?;
-                    if self.ask_again_for_the_same_code() {
-                        continue;
-                    }
+                }
+                self.undo_a_repeat(&before, dirty_before).await;
+                if self.ask_again_for_the_same_code(start_len) {
+                    continue;
                 }
                 return Ok(());
             }
