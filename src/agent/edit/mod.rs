@@ -15,12 +15,14 @@ mod imports;
 mod lint;
 mod matching;
 mod step;
+mod udiff;
 
 pub use blocks::{
     defined_names, fenced_blocks, plan as plan_block, BlockEdit, Candidate, FencedBlock, NoEdit,
 };
 pub use lint::{lint_guard, LintRejection};
 pub use step::{plan_step, FileOp, OpReport, PlannedChange};
+pub use udiff::{diff_edits, DiffEdit};
 
 /// The result of a successful [`apply_edit`].
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,7 +8,9 @@ use serde_json::json;
 
 use super::explain::StopCause;
 use super::Task;
-use crate::agent::edit::{defined_names, fenced_blocks, plan_block, Candidate, NoEdit};
+use crate::agent::edit::{
+    defined_names, diff_edits, fenced_blocks, plan_block, Candidate, DiffEdit, NoEdit,
+};
 use crate::model::ToolCall;
 use crate::syntax::Language;
 
@@ -34,6 +36,26 @@ impl Task {
         let mut replaced: Vec<String> = Vec::new();
         let mut refused: Vec<String> = Vec::new();
         for (i, block) in blocks.iter().enumerate() {
+            if let Some(hunks) = diff_edits(&block.code) {
+                self.code_answers += 1;
+                all_unchanged = false;
+                match self.diff_calls(i, &hunks, block.file_hint.as_deref()) {
+                    Ok(diff_calls) => {
+                        for call in diff_calls {
+                            let what = format!(
+                                "lines of {} (a diff hunk)",
+                                call.arguments["path"].as_str().unwrap_or_default()
+                            );
+                            if !replaced.contains(&what) {
+                                replaced.push(what);
+                            }
+                            calls.push(call);
+                        }
+                    }
+                    Err(why) => refused.push(format!("code block {}: {why}", i + 1)),
+                }
+                continue;
+            }
             let names = defined_names(block);
             if names.is_empty() {
                 // Examples, commands and output are blocks too: not edits.
@@ -138,6 +160,48 @@ impl Task {
             text.push_str(&format!(" Not applied: {}.", refused.join("; ")));
         }
         Ok(Some(text))
+    }
+
+    /// A diff's hunks as `edit` calls, each on the file its header names,
+    /// else the file the block is labelled with, else the one file the
+    /// task is about (touched, or the user's).
+    fn diff_calls(
+        &self,
+        block: usize,
+        hunks: &[DiffEdit],
+        hint: Option<&str>,
+    ) -> Result<Vec<ToolCall>, String> {
+        if hunks.is_empty() {
+            return Err("a diff with no hunk that can be applied (quote the lines themselves, not an elision)".to_owned());
+        }
+        let sole = || {
+            let paths = self.block_candidates(&[], hint);
+            match paths.as_slice() {
+                [only] => Some(self.files.paths.relative(only)),
+                _ => None,
+            }
+        };
+        hunks
+            .iter()
+            .enumerate()
+            .map(|(j, hunk)| {
+                let path = hunk
+                    .path
+                    .clone()
+                    .or_else(|| hint.map(str::to_owned))
+                    .or_else(sole)
+                    .ok_or_else(|| "a diff that names no file".to_owned())?;
+                Ok(ToolCall {
+                    id: format!("answer-diff-{}-{}", block + 1, j + 1),
+                    name: "edit".to_owned(),
+                    arguments: json!({
+                        "path": path,
+                        "search": hunk.search,
+                        "replace": hunk.replace,
+                    }),
+                })
+            })
+            .collect()
     }
 
     /// The files a block defining `names` may be for: those the task
