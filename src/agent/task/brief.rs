@@ -97,6 +97,7 @@ impl Task {
                 }
                 let rel = self.files.paths.relative(&path);
                 if self.files.paths.check_writable(&rel, &path).is_err()
+                    || self.files.tests_kept.contains(&path)
                     || crate::agent::redact::is_secret_path(&path)
                 {
                     continue;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::agent::checkpoint::{Checkpoint, CheckpointStore};
 use crate::agent::confined::{Confined, Refusal};
-use crate::agent::edit::{plan_step, FileOp, OpReport};
+use crate::agent::edit::{plan_step, FileOp, OpReport, PlannedChange};
 use crate::agent::host::{BufferEdit, Host};
 use crate::agent::paths::WorkspacePaths;
 use crate::agent::types::EditorNote;
@@ -43,6 +43,9 @@ pub struct Files {
     goal: String,
     /// Files the task wrote, in first-touch order.
     pub touched: Vec<PathBuf>,
+    /// Files holding the tests that failed before the task: their lines
+    /// stay, new ones may be added (see `task::failing_tests`).
+    pub tests_kept: Vec<PathBuf>,
     /// Their bytes before the task (for the diff and rollback).
     originals: TreeBytes,
     /// Files the task actually wrote (not only checkpointed).
@@ -78,6 +81,7 @@ impl Files {
             task_id,
             goal,
             touched: Vec::new(),
+            tests_kept: Vec::new(),
             originals: BTreeMap::new(),
             written: Default::default(),
             unsaved_policy,
@@ -157,6 +161,23 @@ impl Files {
         let Some(changes) = planned else {
             return reports;
         };
+        if let Some(refusal) = self.refuse_changed_tests(&changes) {
+            // All or nothing, as any other refusal of a step.
+            for (change, why) in refusal {
+                let held = why.is_none();
+                fail(&mut reports, &change, &why.unwrap_or_else(|| {
+                    "not applied: another edit of this step was refused; resend it with that one fixed".to_owned()
+                }));
+                if held {
+                    for i in &change {
+                        if let Some(r) = reports.get_mut(*i) {
+                            r.held_back = true;
+                        }
+                    }
+                }
+            }
+            return reports;
+        }
         for change in changes {
             let mut change = change;
             let mut tries = 0;
@@ -203,6 +224,39 @@ impl Files {
             }
         }
         reports
+    }
+
+    /// When a change rewrites or removes a line of a file in
+    /// [`Files::tests_kept`]: for each change of the step, its ops and why
+    /// it is refused (`None`: held back with the others).
+    fn refuse_changed_tests(
+        &self,
+        changes: &[PlannedChange],
+    ) -> Option<Vec<(Vec<usize>, Option<String>)>> {
+        let mut any = false;
+        let verdicts: Vec<(Vec<usize>, Option<String>)> = changes
+            .iter()
+            .map(|change| {
+                let why = self
+                    .tests_kept
+                    .contains(&change.path)
+                    .then(|| {
+                        let old = change.old.as_deref().unwrap_or("");
+                        super::failing_tests::first_line_not_kept(old, &change.new)
+                    })
+                    .flatten()
+                    .map(|line| {
+                        any = true;
+                        format!(
+                            "{} holds the tests that fail: its lines stay as they are (this edit changes or removes `{}`); fix the code the tests call — new tests may be added (name the file in the goal to let the task change its tests)",
+                            self.paths.relative(&change.path),
+                            line.trim()
+                        )
+                    });
+                (change.ops.clone(), why)
+            })
+            .collect();
+        any.then_some(verdicts)
     }
 
     /// Writes `new` to `path` (through the editor when it is open there, and

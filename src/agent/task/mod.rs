@@ -11,6 +11,7 @@ mod check;
 mod code_blocks;
 mod diff;
 mod explain;
+mod failing_tests;
 mod files;
 mod finish;
 mod fresh;
@@ -237,6 +238,7 @@ impl Task {
         };
         self.baseline_checker_errors = Some(baseline.score.checker_errors);
         self.remember_tested_state();
+        self.keep_failing_tests(&baseline);
         self.event(
             EventKind::Verify,
             format!("Before any change: {}", baseline.headline()),

@@ -7,7 +7,9 @@ mod detect;
 mod frames;
 mod parse;
 mod report;
+mod test_files;
 
 pub use detect::{detect_test_command, DetectedTest};
 pub use parse::parse_test_output;
 pub use report::{Frame, TestReport};
+pub use test_files::is_test_file;
