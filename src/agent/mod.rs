@@ -12,6 +12,7 @@ pub mod edit;
 pub mod exec;
 pub mod fsutil;
 pub mod host;
+pub mod isolated;
 pub mod output;
 pub mod paths;
 pub mod prepare;

@@ -17,6 +17,8 @@ use crate::config::Config;
 pub struct Overrides {
     pub test_command: Option<String>,
     pub max_iterations: Option<u32>,
+    /// `--candidates N`.
+    pub candidates: Option<u32>,
     /// What the checkers must report (default: no new errors).
     pub check_goal: Option<CheckGoal>,
 }
@@ -59,6 +61,9 @@ pub fn prepare(
     let mut spec = TaskSpec::from_config(id, goal, root.clone(), config);
     if let Some(n) = overrides.max_iterations {
         spec.budget.max_iterations = n;
+    }
+    if let Some(n) = overrides.candidates {
+        spec.candidates = n.clamp(1, crate::config::MAX_CANDIDATES);
     }
     let given = overrides
         .test_command

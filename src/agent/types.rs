@@ -51,6 +51,9 @@ pub struct TaskSpec {
     pub check_goal: CheckGoal,
     /// `agent.prompt`: the compact prompt for small models, or the full one.
     pub prompt: crate::config::AgentPrompt,
+    /// `agent.candidates`: candidate fixes per attempt (1: none drafted
+    /// side by side).
+    pub candidates: u32,
 }
 
 /// What the checkers must report for a task to succeed (besides passing
@@ -96,6 +99,7 @@ impl TaskSpec {
             check_timeout: Duration::from_secs(300),
             check_goal: CheckGoal::NoNewErrors,
             prompt: config.prompt,
+            candidates: config.candidates.clamp(1, crate::config::MAX_CANDIDATES),
         }
     }
 
@@ -175,6 +179,9 @@ pub struct TaskResult {
     /// Open editor buffers the user must look at after the task (buffer and
     /// disk differ, the editor did not save, or a file was left alone).
     pub editor_notes: Vec<EditorNote>,
+    /// With `agent.candidates` > 1: each candidate drafted, its verdict
+    /// and whether it was chosen.
+    pub candidates: Vec<Value>,
 }
 
 /// One file the user must look at in the editor after a task.
@@ -202,12 +209,13 @@ impl TaskResult {
             tokens: Tokens::default(),
             elapsed_ms: 0,
             editor_notes: Vec::new(),
+            candidates: Vec::new(),
         }
     }
 
     /// The protocol's JSON shape, with `uri` rendering each changed file.
     pub fn to_json(&self, uri: impl Fn(&std::path::Path) -> String) -> Value {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "taskId": self.task_id,
             "status": self.status.as_str(),
             "summary": self.summary,
@@ -220,7 +228,11 @@ impl TaskResult {
             "editorNotes": self.editor_notes.iter().map(|n| serde_json::json!({
                 "uri": uri(&n.path), "kind": n.kind, "message": n.message,
             })).collect::<Vec<_>>(),
-        })
+        });
+        if !self.candidates.is_empty() {
+            json["candidates"] = Value::Array(self.candidates.clone());
+        }
+        json
     }
 }
 

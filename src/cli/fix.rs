@@ -41,6 +41,10 @@ pub struct FixArgs {
     /// Most edit–test rounds (default: `agent.max_iterations`).
     #[arg(long, value_name = "N")]
     max_iterations: Option<u32>,
+    /// Candidate fixes per attempt, each tested in its own copy of the
+    /// workspace, the best kept (default: `agent.candidates`; at most 8).
+    #[arg(long, value_name = "N")]
+    candidates: Option<u32>,
     /// Approve every command the agent asks to run.
     #[arg(long, short = 'y')]
     yes: bool,
@@ -77,6 +81,15 @@ pub fn run(args: FixArgs) -> i32 {
         eprintln!("fettle: --max-iterations must be greater than 0");
         return 2;
     }
+    if let Some(n) = args.candidates {
+        if n == 0 || n > crate::config::MAX_CANDIDATES {
+            eprintln!(
+                "fettle: --candidates must be between 1 and {}",
+                crate::config::MAX_CANDIDATES
+            );
+            return 2;
+        }
+    }
     if let Some(code) = install_missing_model(&config) {
         return code;
     }
@@ -102,6 +115,7 @@ pub fn run(args: FixArgs) -> i32 {
     let overrides = Overrides {
         test_command: args.test.clone(),
         max_iterations: args.max_iterations,
+        candidates: args.candidates,
         check_goal: args.check.then_some(CheckGoal::Clean),
     };
     let prepared = prepare(

@@ -28,6 +28,10 @@ pub use schema::{
     UnsavedBuffers, BUILTIN_MODEL, CODER_MODELS, DEFAULT_CODER_MODEL, DEFAULT_LOCAL_MODEL_PATH,
 };
 
+/// The most candidate fixes per attempt (`agent.candidates`): each is a
+/// model answer, a copy of the workspace and a test run.
+pub const MAX_CANDIDATES: u32 = 8;
+
 /// Where a configuration value came from, lowest priority first.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Source {

@@ -450,6 +450,9 @@ pub struct AgentConfig {
     /// short, three tools, each attempt afresh), `full`, or `auto`
     /// (compact for a `local` model).
     pub prompt: AgentPrompt,
+    /// Candidate fixes drafted per attempt, each verified in its own copy
+    /// of the workspace, the best applied; 1: a single line of attempts.
+    pub candidates: u32,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -472,6 +475,7 @@ impl Default for AgentConfig {
             allow_hardlinks: false,
             unsaved_buffers: UnsavedBuffers::Ask,
             prompt: AgentPrompt::Auto,
+            candidates: 1,
         }
     }
 }

@@ -100,6 +100,13 @@ pub(crate) fn validate(config: &Config, is_default: &dyn Fn(&[Seg]) -> bool) -> 
     }
     let agent = &config.agent;
     f.positive(&["agent", "max_iterations"], agent.max_iterations.into());
+    f.positive(&["agent", "candidates"], agent.candidates.into());
+    if agent.candidates > crate::config::MAX_CANDIDATES {
+        f.error(
+            &["agent", "candidates"],
+            format!("must be at most {}", crate::config::MAX_CANDIDATES),
+        );
+    }
     f.positive(&["agent", "max_tool_calls"], agent.max_tool_calls.into());
     f.positive(&["agent", "max_tokens"], agent.max_tokens);
     f.positive(&["agent", "timeout_s"], agent.timeout_s);

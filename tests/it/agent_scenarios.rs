@@ -69,6 +69,22 @@ struct Expect {
     absent: Vec<String>,
     /// The result's `changedFiles`, relative and sorted.
     changed_files: Option<Vec<String>>,
+    /// `[JSON pointer, value]`: fields of the result (`/candidates/0/passed`).
+    #[serde(default)]
+    result_has: Vec<(String, Value)>,
+}
+
+/// A JSON pointer where `-1` is an array's last element.
+fn pointer_with_last<'a>(value: &'a Value, pointer: &str) -> Option<&'a Value> {
+    pointer
+        .split('/')
+        .skip(1)
+        .try_fold(value, |at, seg| match (at, seg) {
+            (Value::Array(items), "-1") => items.last(),
+            (Value::Array(items), i) => items.get(i.parse::<usize>().ok()?),
+            (Value::Object(map), key) => map.get(key),
+            _ => None,
+        })
 }
 
 fn yes() -> bool {
@@ -188,6 +204,12 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
     for rel in &expect.absent {
         if std::fs::symlink_metadata(ws.join(rel)).is_ok() {
             return Err(context(format!("{rel} exists after the task")));
+        }
+    }
+    for (pointer, want) in &expect.result_has {
+        let got = pointer_with_last(&result, pointer);
+        if got != Some(want) {
+            return Err(context(format!("result {pointer} is {got:?}, want {want}")));
         }
     }
     if let Some(want) = &expect.changed_files {

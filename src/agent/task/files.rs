@@ -4,6 +4,7 @@
 //! How open buffers and the disk are kept as one text: `buffers.rs`.
 
 mod buffers;
+mod staging;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -60,6 +61,8 @@ pub struct Files {
     not_saved_by_editor: std::collections::BTreeSet<PathBuf>,
     /// What commands changed, and the directories the task created.
     effects: side_effects::Effects,
+    /// While candidates are drafted: their writes, in memory.
+    staging: Option<staging::Staging>,
 }
 
 impl Files {
@@ -88,6 +91,7 @@ impl Files {
             left_alone: BTreeMap::new(),
             not_saved_by_editor: Default::default(),
             effects: Default::default(),
+            staging: None,
         }
     }
 
@@ -98,6 +102,9 @@ impl Files {
     /// The current text of `path`: the open buffer, else the disk. `Ok(None)`
     /// when the file does not exist.
     pub fn read(&self, path: &Path) -> io::Result<Option<String>> {
+        if let Some(text) = self.staged(path) {
+            return Ok(Some(text.to_owned()));
+        }
         if let Some(text) = self.host.buffer(path) {
             return Ok(Some(text));
         }
@@ -130,8 +137,17 @@ impl Files {
         }
     }
 
-    /// `read_disk` for callers that treat unreadable as absent.
+    /// The current bytes (staged, else on disk) for callers that treat
+    /// unreadable as absent.
     pub fn bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        match self.staged(path) {
+            Some(text) => Some(text.as_bytes().to_vec()),
+            None => self.disk_bytes(path),
+        }
+    }
+
+    /// `read_disk` for callers that treat unreadable as absent.
+    fn disk_bytes(&self, path: &Path) -> Option<Vec<u8>> {
         self.read_disk(path).ok().flatten()
     }
 
@@ -272,6 +288,11 @@ impl Files {
                 ))
             })?;
         self.check_depth(path).map_err(PutError::Io)?;
+        if self.staging.is_some() {
+            // A candidate: nothing reaches the editor or the disk yet.
+            self.stage(path, new);
+            return Ok(());
+        }
         if let Some(buffer) = self.host.buffer(path) {
             // Unsaved text reaches the disk only with consent, and before the
             // checkpoint takes the file's original.
@@ -361,7 +382,12 @@ impl Files {
     pub fn capture(&self) -> TreeBytes {
         self.touched
             .iter()
-            .map(|p| (p.clone(), self.bytes(p)))
+            .cloned()
+            .chain(self.staged_extra())
+            .map(|p| {
+                let bytes = self.bytes(&p);
+                (p, bytes)
+            })
             .collect()
     }
 
@@ -378,6 +404,9 @@ impl Files {
     /// Puts the touched files back to `state` (files missing from `state`
     /// go back to their original). Returns the files it changed.
     pub async fn restore(&mut self, state: &TreeBytes) -> io::Result<Vec<PathBuf>> {
+        if self.staging.is_some() {
+            return Ok(self.restore_staged(state));
+        }
         let mut changed = Vec::new();
         for path in self.touched.clone() {
             let target = state
@@ -441,14 +470,18 @@ impl Files {
     pub fn changed_files(&self) -> Vec<PathBuf> {
         self.touched
             .iter()
-            .filter(|p| self.differs(p))
             .cloned()
+            .chain(self.staged_extra())
+            .filter(|p| self.differs(p))
             .collect()
     }
 
     /// The bytes of `path` before the task (`None`: it did not exist).
     pub fn original(&self, path: &Path) -> Option<&[u8]> {
-        self.originals.get(path).and_then(Option::as_deref)
+        match self.originals.get(path) {
+            Some(original) => original.as_deref(),
+            None => self.staged_original(path).flatten(),
+        }
     }
 
     /// Whether `path` differs from its original. A huge file (one a
@@ -473,6 +506,9 @@ impl Files {
     /// The size of `path` when it is a regular file too big to diff line
     /// by line (no symlink is followed).
     fn huge_file_len(&self, path: &Path) -> Option<u64> {
+        if self.staged(path).is_some() {
+            return None;
+        }
         let meta = self.disk.metadata(path).ok()?;
         (meta.is_file() && meta.len() > super::diff::MAX_DIFF_FILE_BYTES).then_some(meta.len())
     }

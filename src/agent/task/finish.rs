@@ -145,6 +145,7 @@ impl Task {
             tokens: self.tokens,
             elapsed_ms: self.started.elapsed().as_millis() as u64,
             editor_notes,
+            candidates: std::mem::take(&mut self.candidate_log),
         };
         self.event(
             EventKind::Status,

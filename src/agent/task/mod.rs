@@ -7,6 +7,7 @@
 //! restored.
 
 mod brief;
+mod candidates;
 mod check;
 mod code_blocks;
 mod diff;
@@ -157,6 +158,9 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         unchanged_attempts: 0,
         brief: String::new(),
         attempt_notes: Vec::new(),
+        candidate: None,
+        candidate_log: Vec::new(),
+        copy_area: None,
     };
     task.run().await
 }
@@ -225,6 +229,13 @@ pub(crate) struct Task {
     same_code_again: u32,
     /// The most output tokens the next turn may use, when less than usual.
     answer_cap: Option<u32>,
+    /// The candidate being drafted (1-based), with `agent.candidates` > 1.
+    candidate: Option<u32>,
+    /// Each candidate's verdict, for the result.
+    candidate_log: Vec<serde_json::Value>,
+    /// Where the candidates' copies of the workspace go; `None`: a single
+    /// line of attempts.
+    copy_area: Option<Arc<crate::agent::isolated::CopyArea>>,
 }
 
 impl Task {
@@ -266,6 +277,15 @@ impl Task {
         self.push(Message::system(system));
         self.brief = first.clone();
         self.push(Message::user(first));
+        self.copy_area = match candidates::copy_area(self.spec.candidates) {
+            Ok(area) => area,
+            Err(why) => {
+                self.status(&format!(
+                    "One line of attempts instead of candidates: {why}"
+                ));
+                None
+            }
+        };
 
         let mut last = baseline;
         while self.iterations < self.spec.budget.max_iterations {
@@ -275,7 +295,10 @@ impl Task {
                 "Iteration {iteration} of {}",
                 self.spec.budget.max_iterations
             ));
-            let acted = self.act().await;
+            let acted = match self.copy_area.clone() {
+                Some(area) => self.act_with_candidates(area, last.score).await,
+                None => self.act().await,
+            };
             if let Err(cause) = acted {
                 // Budget or cancellation mid-attempt: judge what is there.
                 if matches!(cause, StopCause::Cancelled) {

@@ -288,6 +288,15 @@ impl Task {
             self.edits_in_attempt += 1;
             let rel = self.files.paths.relative(path);
             let diff = super::diff::unified(&rel, old.as_deref(), new.as_deref());
+            if let Some(number) = self.candidate.filter(|_| self.files.is_staging()) {
+                // Held in memory: nothing in the editor or on disk changed.
+                self.event(
+                    EventKind::Status,
+                    format!("Candidate {number} changes {rel} (not applied yet)"),
+                    json!({ "candidate": number, "path": rel, "diff": diff }),
+                );
+                continue;
+            }
             self.event(
                 EventKind::Edit,
                 format!("Edited {rel}"),
@@ -351,6 +360,17 @@ impl Task {
                 .and_then(|rel| self.files.paths.resolve(rel).ok());
             let paths: Vec<PathBuf> = path.into_iter().collect();
             self.host.settle(&paths).await;
+        }
+        if self.files.is_staging()
+            && matches!(
+                call.name.as_str(),
+                "run_tests" | "run_command" | "diagnostics"
+            )
+        {
+            return Ok(format!(
+                "`{}` does not run while candidate fixes are drafted: make your edits and end your turn; each candidate is tested in its own copy of the workspace.",
+                call.name
+            ));
         }
         let result = match call.name.as_str() {
             "search" => self.tool_search(call),

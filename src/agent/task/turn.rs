@@ -117,6 +117,14 @@ impl Task {
         if self.same_code_again > 0 {
             return SAME_CODE_TEMPERATURE;
         }
+        if let Some(drafting) = self.drafting_temperature() {
+            return drafting;
+        }
+        self.single_line_temperature()
+    }
+
+    /// The temperature of a line of attempts (and of a first candidate).
+    pub(super) fn single_line_temperature(&self) -> f64 {
         let fresh_retry = self.compact_prompt() && self.iterations > 1;
         match self.unchanged_attempts {
             0 if !fresh_retry => 0.0,

@@ -1,0 +1,545 @@
+//! Search over candidate fixes (`agent.candidates`, `fettle fix
+//! --candidates N`): an attempt drafts up to N answers from the same start
+//! — the first as a single line would, the others sampled hotter — with
+//! their edits held in memory. Each new one is tested at once in its own
+//! copy of the workspace, in the sandbox, while the next is drafted; the
+//! tests rank them (passing, then the score, then the smaller change) and
+//! the best is applied once through the normal edit path (buffers,
+//! checkpoint, undo). Drafting stops when one passes. A weak model that
+//! gets a fix right one time in four then fixes it in one attempt.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::check::{self, CheckSettings, Score};
+use super::explain::StopCause;
+use super::Task;
+use crate::agent::checkers::Checker;
+use crate::agent::edit::FileOp;
+use crate::agent::exec::Limits;
+use crate::agent::isolated::{CopyArea, IsolatedCopy};
+use crate::agent::sandbox::SandboxPolicy;
+use crate::agent::types::EventKind;
+use crate::agent::CheckGoal;
+
+/// The temperatures of the candidates after the first (which keeps the
+/// single line's), in turn.
+const CANDIDATE_TEMPERATURES: [f64; 2] = [0.7, 1.0];
+
+/// A test run stopped because it was no longer needed.
+const STOPPED: &str = "stopped";
+
+/// One candidate drafted.
+struct Drafted {
+    number: u32,
+    changes: BTreeMap<PathBuf, String>,
+    /// What the files held when it was drafted (for the edit applied).
+    base: BTreeMap<PathBuf, Option<String>>,
+    last_text: String,
+    answer_note: Option<String>,
+    /// Its turns (a model with tools goes on from the chosen one's).
+    turns: Vec<crate::model::Message>,
+    edits: u32,
+    lines_changed: usize,
+    temperature: f64,
+}
+
+/// A candidate's verdict from its copy.
+struct Tested {
+    number: u32,
+    score: Option<Score>,
+    passed: bool,
+    /// Why it could not be tested.
+    error: Option<String>,
+}
+
+/// What verifying in a copy needs, owned (the test runs on its own task).
+struct OwnedCheck {
+    test_command: Option<String>,
+    timeout: std::time::Duration,
+    allow_env: Vec<String>,
+    limits: Limits,
+    sandbox: Option<SandboxPolicy>,
+    checkers: Vec<Checker>,
+    check_timeout: std::time::Duration,
+    check_goal: CheckGoal,
+    baseline_checker_errors: Option<u32>,
+}
+
+impl OwnedCheck {
+    fn of(settings: &CheckSettings<'_>) -> Self {
+        Self {
+            test_command: settings.test_command.map(str::to_owned),
+            timeout: settings.timeout,
+            allow_env: settings.allow_env.to_vec(),
+            limits: settings.limits,
+            sandbox: settings.sandbox.cloned(),
+            checkers: settings.checkers.to_vec(),
+            check_timeout: settings.check_timeout,
+            check_goal: settings.check_goal.clone(),
+            baseline_checker_errors: settings.baseline_checker_errors,
+        }
+    }
+}
+
+/// Whether candidates can be drafted for this task: a place for the copies.
+pub(super) fn copy_area(candidates: u32) -> Result<Option<Arc<CopyArea>>, String> {
+    if candidates <= 1 {
+        return Ok(None);
+    }
+    let parent = crate::agent::checkpoint::cache_dir().join("candidates");
+    CopyArea::new(&parent)
+        .map(|area| Some(Arc::new(area)))
+        .map_err(|err| {
+            format!(
+                "cannot create a place for the candidates' copies under {}: {err}",
+                parent.display()
+            )
+        })
+}
+
+impl Task {
+    /// One attempt as a search over candidates (see the module's text).
+    /// `base` is the score of the files as they are.
+    pub(super) async fn act_with_candidates(
+        &mut self,
+        area: Arc<CopyArea>,
+        base: Score,
+    ) -> Result<(), StopCause> {
+        let n = self.spec.candidates;
+        let start_len = self.messages.len();
+        let dirty_before = self.dirty;
+        let stop = self.cancel.child_token();
+        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let permits = Arc::new(tokio::sync::Semaphore::new(parallel));
+        let mut jobs: JoinSet<Tested> = JoinSet::new();
+        let mut drafted: Vec<Drafted> = Vec::new();
+        let mut tested: Vec<Tested> = Vec::new();
+        let mut seen: HashSet<super::tried::StateKey> = HashSet::new();
+        let mut outcome = Ok(());
+        for number in 1..=n {
+            while let Some(done) = jobs.try_join_next() {
+                self.candidate_tested(done, &mut tested, n);
+            }
+            if tested.iter().any(|t| t.passed) {
+                break;
+            }
+            self.messages.truncate(start_len.max(1));
+            self.candidate = Some(number);
+            let base_texts = self.files.capture();
+            self.files.begin_staging();
+            let acted = self.act().await;
+            let key = self.state_key();
+            let lines_changed = count_changed_lines(&self.files.diff());
+            let changes = self.files.end_staging();
+            self.dirty = dirty_before;
+            self.candidate = None;
+            if let Err(cause) = acted {
+                outcome = Err(cause);
+                break;
+            }
+            let temperature = self.candidate_temperature(number);
+            if changes.is_empty() {
+                self.candidate_event(
+                    number,
+                    n,
+                    "no change",
+                    json!({ "temperature": temperature }),
+                );
+                continue;
+            }
+            if !seen.insert(key.clone()) {
+                self.candidate_event(
+                    number,
+                    n,
+                    "the same code as an earlier candidate; not tested again",
+                    json!({ "temperature": temperature }),
+                );
+                continue;
+            }
+            // Tested once: a later attempt that writes it again is asked again.
+            self.tested_states.insert(key);
+            self.status(&format!(
+                "Candidate {number} of {n}: testing it in a copy of the workspace"
+            ));
+            let base: BTreeMap<PathBuf, Option<String>> = changes
+                .keys()
+                .map(|p| {
+                    let text = base_texts
+                        .get(p)
+                        .cloned()
+                        .flatten()
+                        .or_else(|| self.files.bytes(p))
+                        .and_then(|b| String::from_utf8(b).ok());
+                    (p.clone(), text)
+                })
+                .collect();
+            let mut checked = self.checked_files();
+            for path in changes.keys() {
+                if !checked.contains(path) {
+                    checked.push(path.clone());
+                }
+            }
+            let owned = OwnedCheck::of(&self.check_settings(self.spec.test_command.as_deref()));
+            let job = test_in_copy(
+                self.files.root().to_path_buf(),
+                area.clone(),
+                changes.clone(),
+                checked,
+                owned,
+                stop.clone(),
+                permits.clone(),
+                number,
+            );
+            jobs.spawn(job);
+            drafted.push(Drafted {
+                number,
+                changes,
+                base,
+                last_text: self.last_text.clone(),
+                answer_note: self.answer_note.take(),
+                turns: self.messages.get(start_len..).unwrap_or_default().to_vec(),
+                edits: self.edits_in_attempt,
+                lines_changed,
+                temperature,
+            });
+        }
+        // The rest are waited for, unless one passed already.
+        let deadline = self.deadline();
+        while !tested.iter().any(|t| t.passed) {
+            let next = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => break,
+                () = tokio::time::sleep_until(deadline) => break,
+                next = jobs.join_next() => next,
+            };
+            match next {
+                Some(done) => self.candidate_tested(done, &mut tested, n),
+                None => break,
+            }
+        }
+        stop.cancel();
+        // Cancelled runs end at once (their process groups are killed).
+        while let Some(done) = jobs.join_next().await {
+            if let Ok(done) = done {
+                if done.error.as_deref() != Some(STOPPED) {
+                    self.candidate_tested(Ok(done), &mut tested, n);
+                    continue;
+                }
+                let why = match tested.iter().find(|t| t.passed) {
+                    Some(t) => format!("not finished: candidate {} passed first", t.number),
+                    None => "not finished: the task's time ran out".to_owned(),
+                };
+                self.candidate_event(done.number, n, &why, json!({ "passed": false }));
+            }
+        }
+        self.messages.truncate(start_len.max(1));
+        self.choose_candidate(drafted, &tested, base, n).await;
+        if self.cancel.is_cancelled() {
+            return Err(StopCause::Cancelled);
+        }
+        outcome
+    }
+
+    fn candidate_temperature(&self, number: u32) -> f64 {
+        match number {
+            0 | 1 => self.single_line_temperature(),
+            k => CANDIDATE_TEMPERATURES[(k as usize - 2) % CANDIDATE_TEMPERATURES.len()],
+        }
+    }
+
+    /// The temperature of the turn being drafted, when it is a candidate.
+    pub(super) fn drafting_temperature(&self) -> Option<f64> {
+        self.candidate
+            .filter(|n| *n > 1)
+            .map(|n| self.candidate_temperature(n))
+    }
+
+    fn candidate_tested(
+        &mut self,
+        done: Result<Tested, tokio::task::JoinError>,
+        tested: &mut Vec<Tested>,
+        n: u32,
+    ) {
+        let Ok(done) = done else {
+            return;
+        };
+        let text = match (&done.error, &done.score) {
+            (Some(err), _) => format!("could not be tested: {err}"),
+            (None, Some(score)) if done.passed => format!("passes ({})", score.describe()),
+            (None, Some(score)) => score.describe(),
+            (None, None) => "not tested".to_owned(),
+        };
+        self.candidate_event(
+            done.number,
+            n,
+            &text,
+            json!({
+                "passed": done.passed,
+                "score": done.score.as_ref().map(super::score_json),
+            }),
+        );
+        tested.push(done);
+    }
+
+    fn candidate_event(&mut self, number: u32, n: u32, text: &str, mut data: serde_json::Value) {
+        data["iteration"] = json!(self.iterations);
+        data["candidate"] = json!(number);
+        data["of"] = json!(n);
+        self.candidate_log.push(data.clone());
+        self.event(
+            EventKind::Verify,
+            format!("Candidate {number} of {n}: {text}"),
+            data,
+        );
+    }
+
+    /// Applies the best candidate — passing first, then by score, then the
+    /// smaller change — unless it is worse than the files as they are.
+    async fn choose_candidate(
+        &mut self,
+        drafted: Vec<Drafted>,
+        tested: &[Tested],
+        base: Score,
+        n: u32,
+    ) {
+        self.edits_in_attempt = 0;
+        let best = drafted
+            .into_iter()
+            .filter_map(|d| {
+                let t = tested.iter().find(|t| t.number == d.number)?;
+                Some((t.score?, t.passed, d))
+            })
+            .min_by(|a, b| {
+                b.1.cmp(&a.1)
+                    .then(a.0.cmp_quality(&b.0))
+                    .then(a.2.lines_changed.cmp(&b.2.lines_changed))
+                    .then(a.2.number.cmp(&b.2.number))
+            });
+        let Some((score, passed, chosen)) = best else {
+            self.answer_note = Some(format!(
+                "None of the {n} candidates changed the code in a way that could be tested."
+            ));
+            return;
+        };
+        if !passed && score.cmp_quality(&base) == std::cmp::Ordering::Greater {
+            self.answer_note = Some(format!(
+                "None of the {n} candidates was better than the code as it is; the best: {}.",
+                score.describe()
+            ));
+            self.last_text = chosen.last_text;
+            self.messages.extend(chosen.turns);
+            return;
+        }
+        let ops: Vec<FileOp> = chosen
+            .changes
+            .iter()
+            .map(|(path, new)| {
+                let old = chosen.base.get(path).cloned().flatten();
+                edit_between(path, old.as_deref(), new)
+            })
+            .collect();
+        let reports = self.files.apply_step(&ops).await;
+        if let Some(why) = reports.iter().find_map(|r| r.result.as_ref().err()) {
+            self.status(&format!(
+                "Candidate {} of {n} could not be applied: {why}",
+                chosen.number
+            ));
+            self.answer_note = Some(format!("The best candidate could not be applied: {why}"));
+            return;
+        }
+        self.messages.extend(chosen.turns);
+        self.dirty = true;
+        self.edits_in_attempt = chosen.edits.max(1);
+        self.last_text = chosen.last_text;
+        self.answer_note = chosen.answer_note;
+        let number = chosen.number;
+        self.candidate_log.push(json!({
+            "iteration": self.iterations,
+            "candidate": number,
+            "of": n,
+            "chosen": true,
+            "temperature": chosen.temperature,
+        }));
+        self.event(
+            EventKind::Status,
+            format!(
+                "Candidate {number} of {n} chosen ({}); applying it",
+                match passed {
+                    true => "it passes".to_owned(),
+                    false => score.describe(),
+                }
+            ),
+            json!({ "iteration": self.iterations, "chosenCandidate": number }),
+        );
+    }
+}
+
+/// Tests one candidate in a new copy of the workspace.
+#[allow(clippy::too_many_arguments)] // one job's whole input, moved in
+async fn test_in_copy(
+    root: PathBuf,
+    area: Arc<CopyArea>,
+    changes: BTreeMap<PathBuf, String>,
+    checked: Vec<PathBuf>,
+    owned: OwnedCheck,
+    stop: CancellationToken,
+    permits: Arc<tokio::sync::Semaphore>,
+    number: u32,
+) -> Tested {
+    let failed = |error: String| Tested {
+        number,
+        score: None,
+        passed: false,
+        error: Some(error),
+    };
+    let Ok(_permit) = permits.acquire_owned().await else {
+        return failed(STOPPED.to_owned());
+    };
+    if stop.is_cancelled() {
+        return failed(STOPPED.to_owned());
+    }
+    let made = tokio::task::spawn_blocking(move || {
+        let mut copy = IsolatedCopy::create(&root, &area)?;
+        copy.write(&changes)?;
+        Ok::<_, std::io::Error>(copy)
+    })
+    .await;
+    let copy = match made {
+        Ok(Ok(copy)) => copy,
+        Ok(Err(err)) => return failed(format!("no copy of the workspace: {err}")),
+        Err(err) => return failed(format!("no copy of the workspace: {err}")),
+    };
+    let sandbox = owned.sandbox.as_ref().map(|p| copy.sandbox(p));
+    let settings = CheckSettings {
+        root: copy.root(),
+        test_command: owned.test_command.as_deref(),
+        timeout: owned.timeout,
+        allow_env: &owned.allow_env,
+        limits: owned.limits,
+        sandbox: sandbox.as_ref(),
+        checkers: &owned.checkers,
+        check_timeout: owned.check_timeout,
+        check_goal: &owned.check_goal,
+        baseline_checker_errors: owned.baseline_checker_errors,
+    };
+    let files: Vec<PathBuf> = checked.iter().map(|p| copy.map(p)).collect();
+    let read = |p: &Path| std::fs::read_to_string(p).ok();
+    match check::verify(&settings, &files, &read, &stop).await {
+        Ok(v) if !stop.is_cancelled() => Tested {
+            number,
+            score: Some(v.score),
+            passed: v.passed,
+            error: None,
+        },
+        Ok(_) => failed(STOPPED.to_owned()),
+        Err(err) => failed(format!("the tests could not run: {err}")),
+    }
+}
+
+/// `+`/`-` lines of a unified diff.
+fn count_changed_lines(diff: &str) -> usize {
+    diff.lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .count()
+}
+
+/// The edit that turns `old` into `new`: the changed lines (widened until
+/// they occur once), so text the user typed elsewhere meanwhile stays.
+fn edit_between(path: &Path, old: Option<&str>, new: &str) -> FileOp {
+    let Some(old) = old else {
+        return FileOp::Write {
+            path: path.to_path_buf(),
+            content: new.to_owned(),
+        };
+    };
+    let a: Vec<&str> = old.split_inclusive('\n').collect();
+    let b: Vec<&str> = new.split_inclusive('\n').collect();
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let max_suffix = a.len().min(b.len()) - prefix;
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(max_suffix)
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (mut start, mut end_a, mut end_b) = (prefix, a.len() - suffix, b.len() - suffix);
+    loop {
+        let search: String = a[start..end_a].concat();
+        if !search.is_empty() && old.matches(search.as_str()).count() == 1 {
+            return FileOp::Edit {
+                path: path.to_path_buf(),
+                search,
+                replace: b[start..end_b].concat(),
+            };
+        }
+        if start == 0 && end_a == a.len() {
+            return FileOp::Write {
+                path: path.to_path_buf(),
+                content: new.to_owned(),
+            };
+        }
+        start = start.saturating_sub(1);
+        if end_a < a.len() {
+            end_a += 1;
+            end_b += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(old: &str, op: &FileOp) -> String {
+        match op {
+            FileOp::Edit {
+                search, replace, ..
+            } => old.replacen(search.as_str(), replace, 1),
+            FileOp::Write { content, .. } => content.clone(),
+        }
+    }
+
+    #[test]
+    fn the_edit_between_two_texts_is_the_changed_lines_made_unique() {
+        let p = Path::new("/w/a.py");
+        let old = "def f(x):\n    return x\n\ndef g(x):\n    return x\n";
+        let new = "def f(x):\n    return x\n\ndef g(x):\n    return x + 1\n";
+        let op = edit_between(p, Some(old), new);
+        assert_eq!(apply(old, &op), new);
+        let FileOp::Edit { search, .. } = &op else {
+            panic!("an edit, not a rewrite: {op:?}");
+        };
+        assert_eq!(search, "def g(x):\n    return x\n");
+        // A pure insertion and a pure deletion.
+        for (old, new) in [
+            ("a\nb\nc\n", "a\nb\nx\nc\n"),
+            ("a\nb\nx\nc\n", "a\nb\nc\n"),
+            ("a\n", "a\nb"),
+            ("same\nsame\n", "same\nsame\nsame\n"),
+        ] {
+            assert_eq!(
+                apply(old, &edit_between(p, Some(old), new)),
+                new,
+                "{old:?} → {new:?}"
+            );
+        }
+        assert!(matches!(edit_between(p, None, "new"), FileOp::Write { .. }));
+    }
+
+    #[test]
+    fn changed_lines_are_counted_without_the_headers() {
+        let diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n c\n";
+        assert_eq!(count_changed_lines(diff), 2);
+    }
+}
