@@ -31,6 +31,9 @@ use crate::agent::CheckGoal;
 /// single line's), in turn.
 const CANDIDATE_TEMPERATURES: [f64; 2] = [0.7, 1.0];
 
+/// The most of a candidate's diff an attempt's note quotes.
+const NOTE_DIFF_BYTES: usize = 800;
+
 /// A test run stopped because it was no longer needed.
 const STOPPED: &str = "stopped";
 
@@ -46,6 +49,8 @@ struct Drafted {
     turns: Vec<crate::model::Message>,
     edits: u32,
     lines_changed: usize,
+    /// Its diff, for the attempt's note when it is not applied.
+    diff: String,
     temperature: f64,
 }
 
@@ -135,7 +140,8 @@ impl Task {
             self.files.begin_staging();
             let acted = self.act().await;
             let key = self.state_key();
-            let lines_changed = count_changed_lines(&self.files.diff());
+            let diff = self.files.diff();
+            let lines_changed = count_changed_lines(&diff);
             let changes = self.files.end_staging();
             self.dirty = dirty_before;
             self.candidate = None;
@@ -206,6 +212,7 @@ impl Task {
                 turns: self.messages.get(start_len..).unwrap_or_default().to_vec(),
                 edits: self.edits_in_attempt,
                 lines_changed,
+                diff,
                 temperature,
             });
         }
@@ -291,6 +298,7 @@ impl Task {
         data["iteration"] = json!(self.iterations);
         data["candidate"] = json!(number);
         data["of"] = json!(n);
+        data["outcome"] = json!(text);
         self.candidate_log.push(data.clone());
         self.event(
             EventKind::Verify,
@@ -327,9 +335,16 @@ impl Task {
             ));
             return;
         };
-        if !passed && score.cmp_quality(&base) == std::cmp::Ordering::Greater {
+        // Only a step forward is applied: one no better would be tested
+        // again in the workspace and undone.
+        if !passed && score.cmp_quality(&base) != std::cmp::Ordering::Less {
             self.answer_note = Some(format!(
-                "None of the {n} candidates was better than the code as it is; the best: {}.",
+                "{n} candidates were tested; none did better than the code as it is. The closest ({}) changed the code:\n{}",
+                score.describe(),
+                crate::agent::output::head_tail(chosen.diff.trim_end(), NOTE_DIFF_BYTES, 30)
+            ));
+            self.status(&format!(
+                "No candidate did better than the code as it is (the best: {}); nothing applied",
                 score.describe()
             ));
             self.last_text = chosen.last_text;
