@@ -18,6 +18,7 @@ pub mod paths;
 pub mod prepare;
 pub mod protected;
 pub mod redact;
+pub mod review;
 pub mod repo_map;
 pub mod sandbox;
 pub mod search;
