@@ -149,6 +149,7 @@ async fn bench() -> Result<()> {
         spec.test_command = Some("false".into());
         let env = TaskEnv {
             model: models.get("mock")?,
+            reviewer: None,
             host: Arc::new(Quiet),
             index: index.clone(),
             store: CheckpointStore::with_dir(tmp.path().join(format!("cache-{run}")), root.clone()),

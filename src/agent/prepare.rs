@@ -19,6 +19,8 @@ pub struct Overrides {
     pub max_iterations: Option<u32>,
     /// `--candidates N`.
     pub candidates: Option<u32>,
+    /// `--review`.
+    pub review: bool,
     /// What the checkers must report (default: no new errors).
     pub check_goal: Option<CheckGoal>,
 }
@@ -62,6 +64,7 @@ pub fn prepare(
     if let Some(n) = overrides.max_iterations {
         spec.budget.max_iterations = n;
     }
+    spec.review |= overrides.review;
     if let Some(n) = overrides.candidates {
         spec.candidates = n.clamp(1, crate::config::MAX_CANDIDATES);
     }
@@ -123,4 +126,21 @@ pub fn prepare(
     let store = CheckpointStore::for_workspace(&root)
         .map_err(|err| format!("cannot create the checkpoint directory: {err}"))?;
     Ok(Prepared { spec, store })
+}
+
+/// The reviewer's own model when a review is `wanted` and
+/// `agent.review_model` names another than the agent's.
+pub fn reviewer_model(
+    config: &crate::config::Config,
+    models: &crate::model::Models,
+    wanted: bool,
+) -> Result<Option<crate::model::Model>, String> {
+    let name = &config.agent.review_model;
+    if !wanted || name.is_empty() || *name == config.agent.model {
+        return Ok(None);
+    }
+    models
+        .get_background(name)
+        .map(Some)
+        .map_err(|err| format!("the reviewer's model `{name}` cannot be used: {err}"))
 }

@@ -245,9 +245,7 @@ fn expected_literals(tests: &[(&str, &str)]) -> BTreeSet<String> {
 fn literals(text: &str) -> BTreeSet<String> {
     static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
     let Some(re) = PATTERN
-        .get_or_init(|| {
-            Regex::new(r#"-?\b\d+\.\d+\b|-?\b\d{2,}\b|"[^"\n]{2,}"|'[^'\n]{2,}'"#).ok()
-        })
+        .get_or_init(|| Regex::new(r#"-?\b\d+\.\d+\b|-?\b\d{2,}\b|"[^"\n]{2,}"|'[^'\n]{2,}'"#).ok())
         .as_ref()
     else {
         return BTreeSet::new();
@@ -270,7 +268,10 @@ mod tests {
     #[test]
     fn cheats_are_found() {
         let weakened = TEST.replace("== 2.5", "== 3.5");
-        let deleted = TEST.replace("def test_even():\n    assert median([4, 1, 3, 2]) == 2.5\n\n\n", "");
+        let deleted = TEST.replace(
+            "def test_even():\n    assert median([4, 1, 3, 2]) == 2.5\n\n\n",
+            "",
+        );
         let skipped = TEST.replace("def test_even", "@pytest.mark.skip\ndef test_even");
         let t = "test_stats.py";
         let tests = [(t, TEST)];
@@ -280,19 +281,41 @@ mod tests {
             (Some(skipped.as_str()), "test_skipped"),
             (None, "test_deleted"),
         ] {
-            let got = kinds(&[FileChange { path: t, before: Some(TEST), after }], &tests);
+            let got = kinds(
+                &[FileChange {
+                    path: t,
+                    before: Some(TEST),
+                    after,
+                }],
+                &tests,
+            );
             assert!(got.contains(&want), "{want}: {got:?}");
         }
         let code = "def median(xs):\n    xs = sorted(xs)\n    return xs[len(xs) // 2]\n";
         let hard = "def median(xs):\n    if xs == [4, 1, 3, 2]:\n        return 2.5\n    xs = sorted(xs)\n    return xs[len(xs) // 2]\n";
-        let printed = "def median(xs):\n    xs = sorted(xs)\n    print(xs)\n    return xs[len(xs) // 2]\n";
+        let printed =
+            "def median(xs):\n    xs = sorted(xs)\n    print(xs)\n    return xs[len(xs) // 2]\n";
         let p = "stats.py";
         assert_eq!(
-            kinds(&[FileChange { path: p, before: Some(code), after: Some(hard) }], &tests),
+            kinds(
+                &[FileChange {
+                    path: p,
+                    before: Some(code),
+                    after: Some(hard)
+                }],
+                &tests
+            ),
             ["hard_coded"]
         );
         assert_eq!(
-            kinds(&[FileChange { path: p, before: Some(code), after: Some(printed) }], &tests),
+            kinds(
+                &[FileChange {
+                    path: p,
+                    before: Some(code),
+                    after: Some(printed)
+                }],
+                &tests
+            ),
             ["debug_output"]
         );
     }
@@ -303,27 +326,70 @@ mod tests {
         let fixed = "def median(xs):\n    xs = sorted(xs)\n    n = len(xs)\n    if n % 2 == 0:\n        return (xs[n // 2 - 1] + xs[n // 2]) / 2\n    return xs[n // 2]\n";
         let more_tests = format!("{TEST}\n\ndef test_one():\n    assert median([7]) == 7\n");
         let changes = [
-            FileChange { path: "stats.py", before: Some(code), after: Some(fixed) },
-            FileChange { path: "test_stats.py", before: Some(TEST), after: Some(&more_tests) },
+            FileChange {
+                path: "stats.py",
+                before: Some(code),
+                after: Some(fixed),
+            },
+            FileChange {
+                path: "test_stats.py",
+                before: Some(TEST),
+                after: Some(&more_tests),
+            },
         ];
         assert!(inspect(&changes, &[("test_stats.py", TEST)]).is_empty());
         // A file that printed before may print more; a Rust test moved is
         // not removed.
         let cli = "def main():\n    print('hi')\n";
         let cli2 = "def main():\n    print('hi')\n    print('bye')\n";
-        assert!(kinds(&[FileChange { path: "cli.py", before: Some(cli), after: Some(cli2) }], &[]).is_empty());
+        assert!(kinds(
+            &[FileChange {
+                path: "cli.py",
+                before: Some(cli),
+                after: Some(cli2)
+            }],
+            &[]
+        )
+        .is_empty());
         let rs = "fn f() {}\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn a() { assert_eq!(super::f(), ()); }\n}\n";
         let rs2 = "fn f() {}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn a() { assert_eq!(super::f(), ()); }\n}\n";
-        assert!(kinds(&[FileChange { path: "src/lib.rs", before: Some(rs), after: Some(rs2) }], &[]).is_empty());
+        assert!(kinds(
+            &[FileChange {
+                path: "src/lib.rs",
+                before: Some(rs),
+                after: Some(rs2)
+            }],
+            &[]
+        )
+        .is_empty());
     }
 
     #[test]
     fn rust_and_js_tests_removed_or_ignored_are_found() {
-        let rs = "#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(1 + 1, 2); }\n}\n";
+        let rs =
+            "#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() { assert_eq!(1 + 1, 2); }\n}\n";
         let ignored = rs.replace("#[test]", "#[test]\n    #[ignore]");
-        assert!(kinds(&[FileChange { path: "src/lib.rs", before: Some(rs), after: Some(&ignored) }], &[]).contains(&"test_skipped"));
+        assert!(kinds(
+            &[FileChange {
+                path: "src/lib.rs",
+                before: Some(rs),
+                after: Some(&ignored)
+            }],
+            &[]
+        )
+        .contains(&"test_skipped"));
         let js = "test('sorts by score', () => {\n  expect(rank(xs)).toEqual([3, 2]);\n});\n";
-        let got = kinds(&[FileChange { path: "rank.test.js", before: Some(js), after: Some("") }], &[]);
-        assert!(got.contains(&"test_removed") && got.contains(&"assertion_changed"), "{got:?}");
+        let got = kinds(
+            &[FileChange {
+                path: "rank.test.js",
+                before: Some(js),
+                after: Some(""),
+            }],
+            &[],
+        );
+        assert!(
+            got.contains(&"test_removed") && got.contains(&"assertion_changed"),
+            "{got:?}"
+        );
     }
 }

@@ -54,6 +54,8 @@ pub struct TaskSpec {
     /// `agent.candidates`: candidate fixes per attempt (1: none drafted
     /// side by side).
     pub candidates: u32,
+    /// `agent.review`: a review before success.
+    pub review: bool,
 }
 
 /// What the checkers must report for a task to succeed (besides passing
@@ -100,6 +102,7 @@ impl TaskSpec {
             check_goal: CheckGoal::NoNewErrors,
             prompt: config.prompt,
             candidates: config.candidates.clamp(1, crate::config::MAX_CANDIDATES),
+            review: config.review,
         }
     }
 
@@ -182,6 +185,9 @@ pub struct TaskResult {
     /// With `agent.candidates` > 1: each candidate drafted, its verdict
     /// and whether it was chosen.
     pub candidates: Vec<Value>,
+    /// With `agent.review`: each verdict (`{"iteration", "by", "approved",
+    /// "reasons"}`).
+    pub review: Vec<Value>,
 }
 
 /// One file the user must look at in the editor after a task.
@@ -210,6 +216,7 @@ impl TaskResult {
             elapsed_ms: 0,
             editor_notes: Vec::new(),
             candidates: Vec::new(),
+            review: Vec::new(),
         }
     }
 
@@ -231,6 +238,9 @@ impl TaskResult {
         });
         if !self.candidates.is_empty() {
             json["candidates"] = Value::Array(self.candidates.clone());
+        }
+        if !self.review.is_empty() {
+            json["review"] = Value::Array(self.review.clone());
         }
         json
     }

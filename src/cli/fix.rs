@@ -45,6 +45,10 @@ pub struct FixArgs {
     /// workspace, the best kept (default: `agent.candidates`; at most 8).
     #[arg(long, value_name = "N")]
     candidates: Option<u32>,
+    /// Before reporting success, have a reviewer read the change (default:
+    /// `agent.review`); a rejection costs one more round.
+    #[arg(long)]
+    review: bool,
     /// Approve every command the agent asks to run.
     #[arg(long, short = 'y')]
     yes: bool,
@@ -116,6 +120,7 @@ pub fn run(args: FixArgs) -> i32 {
         test_command: args.test.clone(),
         max_iterations: args.max_iterations,
         candidates: args.candidates,
+        review: args.review,
         check_goal: args.check.then_some(CheckGoal::Clean),
     };
     let prepared = prepare(
@@ -167,8 +172,20 @@ pub fn run(args: FixArgs) -> i32 {
         yes: args.yes,
         interactive: std::io::stdin().is_terminal(),
     });
+    let reviewer = match crate::agent::prepare::reviewer_model(
+        &config,
+        &models,
+        args.review || config.agent.review,
+    ) {
+        Ok(reviewer) => reviewer,
+        Err(err) => {
+            eprintln!("fettle: {err}");
+            return 2;
+        }
+    };
     let env = TaskEnv {
         model,
+        reviewer,
         host,
         index: Arc::new(index),
         store,

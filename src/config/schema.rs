@@ -453,6 +453,11 @@ pub struct AgentConfig {
     /// Candidate fixes drafted per attempt, each verified in its own copy
     /// of the workspace, the best applied; 1: a single line of attempts.
     pub candidates: u32,
+    /// Before a task reports success, a reviewer reads the change, the
+    /// goal and the test results and may reject it (one more round).
+    pub review: bool,
+    /// The reviewer's model; empty: the agent's own.
+    pub review_model: String,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -476,6 +481,8 @@ impl Default for AgentConfig {
             unsaved_buffers: UnsavedBuffers::Ask,
             prompt: AgentPrompt::Auto,
             candidates: 1,
+            review: false,
+            review_model: String::new(),
         }
     }
 }

@@ -60,6 +60,17 @@ pub(crate) fn validate(config: &Config, is_default: &dyn Fn(&[Seg]) -> bool) -> 
             );
         }
     }
+    let reviewer = &config.agent.review_model;
+    if !reviewer.is_empty() && !config.models.contains_key(reviewer) {
+        let defined: Vec<&str> = config.models.keys().map(String::as_str).collect();
+        f.error(
+            &["agent", "review_model"],
+            format!(
+                "unknown model {reviewer:?} (defined: {}; empty: the agent's own model)",
+                defined.join(", ")
+            ),
+        );
+    }
     f.positive(&["index", "max_file_bytes"], config.index.max_file_bytes);
     for (i, pattern) in config.index.exclude.iter().enumerate() {
         if let Err(message) = check_glob(pattern) {

@@ -142,6 +142,15 @@ impl Task {
             let key = self.state_key();
             let diff = self.files.diff();
             let lines_changed = count_changed_lines(&diff);
+            // With a review, a candidate that cheats is not worth a test run.
+            let cheats: Vec<String> = match self.spec.review {
+                true => self
+                    .findings()
+                    .iter()
+                    .map(|f| format!("{}: {}", f.path, f.text))
+                    .collect(),
+                false => Vec::new(),
+            };
             let changes = self.files.end_staging();
             self.dirty = dirty_before;
             self.candidate = None;
@@ -156,6 +165,15 @@ impl Task {
                     n,
                     "no change",
                     json!({ "temperature": temperature }),
+                );
+                continue;
+            }
+            if !cheats.is_empty() {
+                self.candidate_event(
+                    number,
+                    n,
+                    &format!("rejected by the review's checks: {}", cheats.join("; ")),
+                    json!({ "temperature": temperature, "rejected": true }),
                 );
                 continue;
             }

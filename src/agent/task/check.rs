@@ -24,6 +24,9 @@ const MAX_SYNTAX_CHECK_BYTES: u64 = 8 * 1024 * 1024;
 /// tests, then (reversed) passing ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Score {
+    /// The review (`agent.review`) rejected the change: worse than any
+    /// state it did not look at.
+    pub rejected: bool,
     pub syntax_errors: u32,
     /// Errors the checkers reported (a failed checker run counts as one).
     pub checker_errors: u32,
@@ -36,8 +39,9 @@ pub struct Score {
 
 impl Score {
     pub fn cmp_quality(&self, other: &Score) -> Ordering {
-        self.syntax_errors
-            .cmp(&other.syntax_errors)
+        self.rejected
+            .cmp(&other.rejected)
+            .then(self.syntax_errors.cmp(&other.syntax_errors))
             .then(self.checker_errors.cmp(&other.checker_errors))
             .then(self.broken.cmp(&other.broken))
             .then(self.failed.cmp(&other.failed))
@@ -46,6 +50,9 @@ impl Score {
 
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
+        if self.rejected {
+            parts.push("rejected by the review".to_owned());
+        }
         if self.syntax_errors > 0 {
             parts.push(format!("{} syntax error(s)", self.syntax_errors));
         }
@@ -76,6 +83,8 @@ pub struct Verification {
     pub checks: Option<CheckReport>,
     /// Their errors as the model reads them (grouped by file, with the code).
     pub checks_for_model: String,
+    /// Why the review rejected the change (the tests passed).
+    pub review: Option<String>,
 }
 
 impl Verification {
@@ -97,6 +106,11 @@ impl Verification {
         let mut out = String::new();
         out.push_str(if self.passed { "PASSED" } else { "FAILED" });
         out.push_str(&format!(" ({})\n", self.score.describe()));
+        if let Some(review) = &self.review {
+            out.push_str(&format!(
+                "The tests pass, but the review rejected the change:\n{review}\n"
+            ));
+        }
         if !self.syntax.is_empty() {
             out.push_str("Syntax errors:\n");
             // Thousands of files a command wrote: the first few, counted.
@@ -137,7 +151,9 @@ impl Verification {
     /// its fix was a `NameError`): a syntax error, else a checker error,
     /// else the first failing test's message.
     pub fn first_problem(&self) -> Option<String> {
-        let text = if let Some(line) = self.syntax.first() {
+        let text = if let Some(review) = &self.review {
+            review.clone()
+        } else if let Some(line) = self.syntax.first() {
             line.clone()
         } else if let Some(d) = self.checks.as_ref().and_then(|c| {
             c.diagnostics()
@@ -255,6 +271,7 @@ pub async fn verify(
         report.for_model(settings.root, None, MAX_CHECKER_LINES, true, read)
     });
     let mut score = Score {
+        rejected: false,
         syntax_errors: syntax.len() as u32,
         checker_errors: checks.as_ref().map_or(0, |r| r.errors() as u32),
         broken: false,
@@ -286,6 +303,7 @@ pub async fn verify(
         syntax,
         checks,
         checks_for_model,
+        review: None,
     })
 }
 

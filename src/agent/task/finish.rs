@@ -125,6 +125,10 @@ impl Task {
                 .and_then(|v| v.outcome.as_ref())
                 .is_some_and(|o| o.timed_out),
         });
+        let summary = match self.review_note() {
+            Some(note) => format!("{summary}\n\n{note}"),
+            None => summary,
+        };
         let editor_notes = self.files.finish(status.as_str());
         let summary = match self.files.unrestorable_note() {
             Some(note) => format!("{summary}\n\n{note}"),
@@ -146,6 +150,7 @@ impl Task {
             elapsed_ms: self.started.elapsed().as_millis() as u64,
             editor_notes,
             candidates: std::mem::take(&mut self.candidate_log),
+            review: std::mem::take(&mut self.review.verdicts),
         };
         self.event(
             EventKind::Status,

@@ -17,6 +17,7 @@ mod files;
 mod finish;
 mod fresh;
 mod prompt;
+mod review;
 mod tools;
 mod tried;
 mod turn;
@@ -65,6 +66,8 @@ const LOCAL_TEST_OUTPUT_BYTES: usize = 1536;
 /// What a task runs against.
 pub struct TaskEnv {
     pub model: Model,
+    /// The reviewer's model (`agent.review_model`); `None`: `model`.
+    pub reviewer: Option<Model>,
     pub host: Arc<dyn Host>,
     pub index: Arc<WorkspaceIndex>,
     pub store: CheckpointStore,
@@ -126,6 +129,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
     let mut task = Task {
         spec,
         model: env.model,
+        reviewer: env.reviewer,
         host: env.host,
         index: env.index,
         files,
@@ -161,6 +165,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         candidate: None,
         candidate_log: Vec::new(),
         copy_area: None,
+        review: Default::default(),
     };
     task.run().await
 }
@@ -168,6 +173,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
 pub(crate) struct Task {
     spec: TaskSpec,
     model: Model,
+    reviewer: Option<Model>,
     host: Arc<dyn Host>,
     index: Arc<WorkspaceIndex>,
     files: Files,
@@ -236,6 +242,8 @@ pub(crate) struct Task {
     /// Where the candidates' copies of the workspace go; `None`: a single
     /// line of attempts.
     copy_area: Option<Arc<crate::agent::isolated::CopyArea>>,
+    /// What the review found and said.
+    review: review::ReviewLog,
 }
 
 impl Task {
@@ -306,7 +314,10 @@ impl Task {
                 }
                 // Out of time means no more test runs either.
                 if self.dirty && !matches!(cause, StopCause::Timeout) {
-                    if let Ok(v) = self.verify().await {
+                    if let Ok(mut v) = self.verify().await {
+                        if v.passed {
+                            self.review_change(&mut v).await;
+                        }
                         self.record_attempt(iteration, &v, &mut best).await;
                         last = v;
                         if last.passed {
@@ -327,7 +338,7 @@ impl Task {
                 };
                 return self.give_up(cause, best, &last).await;
             }
-            let verification = if self.dirty {
+            let mut verification = if self.dirty {
                 match self.verify().await {
                     Ok(v) => v,
                     Err(cause) => return self.give_up(cause, best, &last).await,
@@ -336,6 +347,9 @@ impl Task {
                 // Nothing changed since the last run: its verdict stands.
                 last
             };
+            if verification.passed {
+                self.review_change(&mut verification).await;
+            }
             self.remember_tested_state();
             // What this attempt changed, before a rollback undoes it.
             let attempt_diff =
@@ -659,6 +673,7 @@ fn capitalized(text: &str) -> String {
 
 fn score_json(score: &check::Score) -> serde_json::Value {
     json!({
+        "rejected": score.rejected,
         "syntaxErrors": score.syntax_errors,
         "checkerErrors": score.checker_errors,
         "broken": score.broken,

@@ -245,8 +245,17 @@ async fn run(
     let progress = Progress::begin_cancellable(state, "Fettle agent", token).await;
     *state.agent.progress.lock() = progress.token().cloned();
     let (lsp_host, forwarder) = host::LspHost::new(state.clone(), progress);
+    let reviewer = match crate::agent::prepare::reviewer_model(
+        &config,
+        &state.models(),
+        config.agent.review,
+    ) {
+        Ok(reviewer) => reviewer,
+        Err(err) => return Ok(Some(failed(state, &id, &err).await)),
+    };
     let env = TaskEnv {
         model,
+        reviewer,
         host: Arc::new(lsp_host),
         index: state.index(),
         store,

@@ -1,0 +1,301 @@
+//! The review before success (`agent.review`, `fettle fix --review`): when
+//! the tests pass, the change is looked at before the task says so. First
+//! without a model (`agent::review`: tests deleted, skipped or weakened, a
+//! value the tests expect hard-coded, debugging output) — any finding
+//! rejects it; then by a reviewer turn (`agent.review_model`, else the
+//! agent's model) reading the goal, the test results and the diff. A
+//! rejected change counts as worse than any state not rejected: it is
+//! rolled back, and the reasons are the next attempt's feedback; a
+//! rejection in the last attempt earns one more. Without `agent.review`
+//! the findings are only named in the summary.
+
+use futures::StreamExt;
+use serde_json::json;
+
+use super::check::Verification;
+use super::{prompt, Task};
+use crate::agent::review::{inspect, FileChange, Finding};
+use crate::agent::types::EventKind;
+use crate::model::{ChatEvent, ChatRequest, GenOptions, Message};
+
+/// The reviewer's answer: a verdict line and a few reasons.
+const REVIEW_MAX_TOKENS: u32 = 256;
+/// The most of the diff the reviewer reads.
+const REVIEW_DIFF_BYTES: usize = 12 * 1024;
+
+const REVIEWER_SYSTEM: &str = "You review a change a coding agent made before it is reported as done. The tests pass. Reject the change only if it cheats or does harm: it deletes, skips or weakens tests; it hard-codes a value a test expects instead of fixing the logic; it leaves debugging output; it changes code that has nothing to do with the goal. Approve a genuine fix even if you would have written it differently. Answer with APPROVE alone on the first line, or REJECT on the first line followed by one short line per reason.";
+
+/// What the review found and said, for the result and the summary.
+#[derive(Default)]
+pub(super) struct ReviewLog {
+    /// Each verdict: `{"iteration", "by", "approved", "reasons"}`.
+    pub verdicts: Vec<serde_json::Value>,
+    /// Findings in the final change when no review was asked for.
+    pub flagged: Vec<String>,
+    /// Whether a rejection in the last attempt added one.
+    extended: bool,
+}
+
+impl Task {
+    /// Looks at a change whose verification passed; a rejection marks `v`
+    /// as failed (see the module's text).
+    pub(super) async fn review_change(&mut self, v: &mut Verification) {
+        let findings = self.findings();
+        if !self.spec.review {
+            self.review.flagged = findings
+                .iter()
+                .map(|f| format!("{}: {}", f.path, f.text))
+                .collect();
+            if !self.review.flagged.is_empty() {
+                self.status(&format!(
+                    "The change passes the tests but {}",
+                    self.review.flagged.join("; ")
+                ));
+            }
+            return;
+        }
+        let (by, approved, reasons) = match findings.is_empty() {
+            false => (
+                "checks".to_owned(),
+                false,
+                findings
+                    .iter()
+                    .map(|f| format!("{}: {}", f.path, f.text))
+                    .collect(),
+            ),
+            true => {
+                self.status("Reviewing the change");
+                let by = self
+                    .reviewer
+                    .as_ref()
+                    .unwrap_or(&self.model)
+                    .name()
+                    .to_owned();
+                match self.ask_reviewer(v).await {
+                    Some((approved, reasons)) => (by, approved, reasons),
+                    // No answer (the model failed, the time ran out): the
+                    // tests' verdict stands, and the summary says so.
+                    None => (by, true, vec!["the reviewer gave no answer".to_owned()]),
+                }
+            }
+        };
+        let iteration = self.iterations;
+        self.review.verdicts.push(json!({
+            "iteration": iteration,
+            "by": by,
+            "approved": approved,
+            "reasons": reasons,
+        }));
+        let text = match approved {
+            true => format!("Review ({by}): approved"),
+            false => format!("Review ({by}): rejected — {}", reasons.join("; ")),
+        };
+        self.event(
+            EventKind::Verify,
+            text,
+            json!({ "iteration": iteration, "review": { "by": by, "approved": approved, "reasons": reasons } }),
+        );
+        if approved {
+            return;
+        }
+        v.passed = false;
+        v.score.rejected = true;
+        v.review = Some(
+            reasons
+                .iter()
+                .map(|r| format!("- {r}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+        if iteration >= self.spec.budget.max_iterations && !self.review.extended {
+            // The rejection's reasons deserve an attempt.
+            self.review.extended = true;
+            self.spec.budget.max_iterations += 1;
+        }
+    }
+
+    /// The deterministic findings in the change as it is.
+    pub(super) fn findings(&self) -> Vec<Finding> {
+        let changed = self.files.changed_files();
+        let texts: Vec<(String, Option<String>, Option<String>)> = changed
+            .iter()
+            .map(|p| {
+                let before = self
+                    .files
+                    .original(p)
+                    .map(|b| String::from_utf8_lossy(b).into_owned());
+                (self.files.paths.relative(p), before, self.files.text(p))
+            })
+            .collect();
+        let changes: Vec<FileChange<'_>> = texts
+            .iter()
+            .map(|(path, before, after)| FileChange {
+                path,
+                before: before.as_deref(),
+                after: after.as_deref(),
+            })
+            .collect();
+        let kept: Vec<(String, String)> = self
+            .files
+            .tests_kept
+            .iter()
+            .filter_map(|p| Some((self.files.paths.relative(p), self.files.text(p)?)))
+            .collect();
+        let tests: Vec<(&str, &str)> = kept.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+        inspect(&changes, &tests)
+    }
+
+    /// One turn of the reviewer: `(approved, reasons)`, or `None` without
+    /// a usable answer.
+    async fn ask_reviewer(&mut self, v: &Verification) -> Option<(bool, Vec<String>)> {
+        let diff = crate::agent::output::head_tail(&self.files.diff(), REVIEW_DIFF_BYTES, 400);
+        let user = format!(
+            "Goal: {}\nTests: {}\n{}\nReview this change.",
+            prompt::defuse(self.spec.goal.trim()),
+            v.headline(),
+            self.boundary.data("diff", "the change", &diff),
+        );
+        let messages = vec![Message::system(REVIEWER_SYSTEM), Message::user(user)];
+        let mut messages = messages;
+        for m in &mut messages {
+            // Nothing secret leaves the machine, the reviewer included.
+            if let std::borrow::Cow::Owned(redacted) = self.redactor.redact(&m.content) {
+                m.content = redacted;
+            }
+        }
+        let model = self.reviewer.clone().unwrap_or_else(|| self.model.clone());
+        let request = ChatRequest {
+            messages,
+            tools: Vec::new(),
+            options: GenOptions {
+                max_tokens: Some(REVIEW_MAX_TOKENS),
+                temperature: Some(0.0),
+                stop: Vec::new(),
+                latency_target: None,
+            },
+        };
+        let mut stream = model.chat(request);
+        let mut text = String::new();
+        let deadline = self.deadline();
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return None,
+                () = tokio::time::sleep_until(deadline) => return None,
+                next = stream.next() => next,
+            };
+            match next {
+                None => break,
+                Some(Ok(ChatEvent::TextDelta(delta))) => text.push_str(&delta),
+                Some(Ok(ChatEvent::Usage(u))) => {
+                    self.tokens.input += u.input_tokens;
+                    self.tokens.output += u.output_tokens;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(err)) => {
+                    tracing::warn!(%err, "the reviewer failed");
+                    return None;
+                }
+            }
+        }
+        parse_verdict(&text)
+    }
+
+    /// The review's lines for the summary.
+    pub(super) fn review_note(&self) -> Option<String> {
+        if !self.review.flagged.is_empty() {
+            return Some(format!(
+                "Note: the tests pass, but the change {}. Look at it before keeping it (`agent.review` rejects such changes).",
+                self.review.flagged.join("; ")
+            ));
+        }
+        let last = self.review.verdicts.last()?;
+        let by = last["by"].as_str().unwrap_or("");
+        let reasons: Vec<&str> = last["reasons"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.as_str())
+            .collect();
+        let rejected = self
+            .review
+            .verdicts
+            .iter()
+            .filter(|v| v["approved"] == false)
+            .count();
+        let earlier = match rejected {
+            0 => String::new(),
+            n => format!(" ({n} earlier change(s) rejected)"),
+        };
+        Some(match last["approved"].as_bool() {
+            Some(true) if reasons.is_empty() => format!("Review ({by}): approved{earlier}."),
+            Some(true) => format!("Review ({by}): {}{earlier}.", reasons.join("; ")),
+            _ => format!("Review ({by}): rejected — {}.", reasons.join("; ")),
+        })
+    }
+}
+
+/// `APPROVE`, or `REJECT` and its reasons, from the reviewer's answer
+/// (markdown and case aside); `None` when it says neither.
+fn parse_verdict(text: &str) -> Option<(bool, Vec<String>)> {
+    let mut lines = text.lines().map(|l| {
+        l.trim()
+            .trim_matches(|c: char| matches!(c, '*' | '#' | '`' | '-' | ' '))
+            .to_owned()
+    });
+    let verdict = lines.by_ref().find(|l| !l.is_empty())?;
+    let upper = verdict.to_uppercase();
+    let approved = if upper.starts_with("APPROVE") {
+        true
+    } else if upper.starts_with("REJECT") {
+        false
+    } else {
+        return None;
+    };
+    let mut reasons: Vec<String> = Vec::new();
+    let inline = verdict
+        .split_once([':', '—'])
+        .map(|(_, rest)| rest.trim().to_owned())
+        .filter(|r| !r.is_empty());
+    reasons.extend(inline);
+    reasons.extend(lines.filter(|l| !l.is_empty()).take(5));
+    for r in &mut reasons {
+        if r.chars().count() > 200 {
+            *r = r.chars().take(200).collect::<String>() + "…";
+        }
+    }
+    if approved {
+        return Some((true, Vec::new()));
+    }
+    if reasons.is_empty() {
+        reasons.push("rejected without a reason".to_owned());
+    }
+    Some((false, reasons))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_verdict;
+
+    #[test]
+    fn verdicts_are_read_through_markdown_and_case() {
+        assert_eq!(parse_verdict("APPROVE"), Some((true, vec![])));
+        assert_eq!(
+            parse_verdict("\n**Approve**\nlooks fine"),
+            Some((true, vec![]))
+        );
+        assert_eq!(
+            parse_verdict("REJECT\n- the test was deleted\n- prints left"),
+            Some((
+                false,
+                vec!["the test was deleted".to_owned(), "prints left".to_owned()]
+            ))
+        );
+        assert_eq!(
+            parse_verdict("Reject: hard-codes 2.5"),
+            Some((false, vec!["hard-codes 2.5".to_owned()]))
+        );
+        assert_eq!(parse_verdict("The change looks good."), None);
+        assert_eq!(parse_verdict(""), None);
+    }
+}
