@@ -85,6 +85,15 @@ pub fn inspect(changes: &[FileChange<'_>], tests: &[(&str, &str)]) -> Vec<Findin
             continue;
         }
         let before_literals = literals(before);
+        let fixed_answers = added.iter().filter(|l| answers_a_fixed_value(l)).count();
+        if fixed_answers >= FIXED_ANSWERS {
+            out.push(find(
+                "hard_coded",
+                format!(
+                    "returns fixed values for given inputs ({fixed_answers} new lines compare to or return a literal)"
+                ),
+            ));
+        }
         for line in &added {
             let code = line.trim();
             let decides = code.starts_with("return ")
@@ -119,6 +128,24 @@ pub fn inspect(changes: &[FileChange<'_>], tests: &[(&str, &str)]) -> Vec<Findin
         }
     }
     out
+}
+
+/// Added lines comparing to or returning a literal that make a table of
+/// answers rather than a fix.
+const FIXED_ANSWERS: usize = 3;
+
+/// `if x == [1, 2]:`, `return 7`, `return "abc"`, `return None`…
+fn answers_a_fixed_value(line: &str) -> bool {
+    static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
+    PATTERN
+        .get_or_init(|| {
+            Regex::new(
+                r#"^(?:(?:if|elif|else if)\b.*(?:==|===)\s*[\[\(\{"'\d-]|return\s+(?:[\[\(\{"'\d-]|True\b|False\b|None\b|true\b|false\b|null\b))"#,
+            )
+            .ok()
+        })
+        .as_ref()
+        .is_some_and(|re| re.is_match(line.trim()))
 }
 
 /// Calls that print for a human; one the file did not use before is
@@ -230,12 +257,13 @@ fn test_names(text: &str) -> BTreeSet<String> {
     names
 }
 
-/// Values a test expects: the non-trivial literals of its assertion lines.
+/// Values a test expects: the non-trivial literals of the tests' files
+/// (in assertions, or in the tables of cases they loop over).
 fn expected_literals(tests: &[(&str, &str)]) -> BTreeSet<String> {
     tests
         .iter()
         .flat_map(|(_, text)| text.lines())
-        .filter(|l| is_assertion(l) || l.contains("=="))
+        .filter(|l| !l.trim_start().starts_with(['#', '/']))
         .flat_map(literals)
         .collect()
 }
@@ -318,6 +346,14 @@ mod tests {
             ),
             ["debug_output"]
         );
+    }
+
+    #[test]
+    fn a_table_of_answers_is_found() {
+        let code = "def f(x):\n    return x\n";
+        let table = "def f(x):\n    if x == [1, 2]:\n        return 3\n    if x == [4]:\n        return 4\n    return x\n";
+        let got = kinds(&[FileChange { path: "f.py", before: Some(code), after: Some(table) }], &[]);
+        assert_eq!(got, ["hard_coded"]);
     }
 
     #[test]
