@@ -352,7 +352,14 @@ mod tests {
     fn a_table_of_answers_is_found() {
         let code = "def f(x):\n    return x\n";
         let table = "def f(x):\n    if x == [1, 2]:\n        return 3\n    if x == [4]:\n        return 4\n    return x\n";
-        let got = kinds(&[FileChange { path: "f.py", before: Some(code), after: Some(table) }], &[]);
+        let got = kinds(
+            &[FileChange {
+                path: "f.py",
+                before: Some(code),
+                after: Some(table),
+            }],
+            &[],
+        );
         assert_eq!(got, ["hard_coded"]);
     }
 

@@ -56,6 +56,8 @@ pub struct TaskSpec {
     pub candidates: u32,
     /// `agent.review`: a review before success.
     pub review: bool,
+    /// A stack trace the user gave (`fettle fix --trace FILE`).
+    pub trace: Option<String>,
 }
 
 /// What the checkers must report for a task to succeed (besides passing
@@ -103,6 +105,7 @@ impl TaskSpec {
             prompt: config.prompt,
             candidates: config.candidates.clamp(1, crate::config::MAX_CANDIDATES),
             review: config.review,
+            trace: None,
         }
     }
 

@@ -49,6 +49,10 @@ pub struct FixArgs {
     /// `agent.review`); a rejection costs one more round.
     #[arg(long)]
     review: bool,
+    /// A stack trace (a file, `-` for stdin): its workspace frames' functions
+    /// are shown to the model first (Python, Rust, Node.js, Go traces).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
     /// Approve every command the agent asks to run.
     #[arg(long, short = 'y')]
     yes: bool,
@@ -142,13 +146,22 @@ pub fn run(args: FixArgs) -> i32 {
             Notice::Checkers(list) => eprintln!("fettle: checking with {}", list.join("; ")),
         },
     );
-    let Prepared { spec, store } = match prepared {
+    let Prepared { mut spec, store } = match prepared {
         Ok(prepared) => prepared,
         Err(err) => {
             eprintln!("fettle: {err}");
             return 2;
         }
     };
+    if let Some(path) = &args.trace {
+        match read_trace(path) {
+            Ok(text) => spec.trace = Some(text),
+            Err(err) => {
+                eprintln!("fettle: --trace {}: {err}", path.display());
+                return 2;
+            }
+        }
+    }
     if args.check && spec.checkers.is_empty() {
         eprintln!(
             "fettle: --check: no checker for {} (`fettle check` says why); install one or set check.commands.<language>",
@@ -239,6 +252,23 @@ pub fn run(args: FixArgs) -> i32 {
         TaskStatus::Success => 0,
         _ => 1,
     }
+}
+
+/// The most of a trace file read.
+const MAX_TRACE_FILE_BYTES: u64 = 1024 * 1024;
+
+/// A trace from a file (a regular one, bounded) or stdin (`-`).
+fn read_trace(path: &Path) -> Result<String, String> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(std::io::stdin(), MAX_TRACE_FILE_BYTES),
+            &mut text,
+        )
+        .map_err(|err| err.to_string())?;
+        return Ok(text);
+    }
+    crate::fsread::read_regular_to_string(path, MAX_TRACE_FILE_BYTES).map_err(|err| err.to_string())
 }
 
 fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {

@@ -121,7 +121,14 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
     let input_dirs = dirs(&ws, &scenario.ignore);
 
     let mut args: Vec<&str> = vec!["fix", "--json"];
-    args.extend(scenario.args.iter().map(String::as_str));
+    // `{outside}`: the directory beside the workspace (`outside` files).
+    let outside = temp.path().to_str().unwrap().to_owned();
+    let given: Vec<String> = scenario
+        .args
+        .iter()
+        .map(|a| a.replace("{outside}", &outside))
+        .collect();
+    args.extend(given.iter().map(String::as_str));
     let ws_arg = ws.to_str().unwrap();
     args.push(ws_arg);
     let out = fettle(&args, &cache);

@@ -53,6 +53,7 @@ impl Task {
             &self.verification_for_model(baseline),
             local,
         );
+        message.push_str(&self.stack_functions(baseline));
         if local {
             message.push_str(&self.code_under_test(&focus));
         }

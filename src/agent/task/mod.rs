@@ -18,6 +18,7 @@ mod finish;
 mod fresh;
 mod prompt;
 mod review;
+mod stack;
 mod tools;
 mod tried;
 mod turn;

@@ -8,8 +8,10 @@ mod frames;
 mod parse;
 mod report;
 mod test_files;
+mod trace;
 
 pub use detect::{detect_test_command, DetectedTest};
 pub use parse::parse_test_output;
 pub use report::{Frame, TestReport};
 pub use test_files::is_test_file;
+pub use trace::{parse_trace, TraceFrame};

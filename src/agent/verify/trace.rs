@@ -1,0 +1,234 @@
+//! Stack traces — Python tracebacks, Rust panics and `RUST_BACKTRACE`
+//! backtraces, Node.js `Error.stack`, Go panics — read into the frames that
+//! are in the workspace, innermost first, each with its function where the
+//! trace names one. A trace comes from a test run or is pasted by the user
+//! (`fettle fix --trace FILE`); the functions of its frames are the first
+//! code a repair should read.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use super::frames::Resolver;
+
+/// One frame of a trace that lies in the workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceFrame {
+    /// Relative to the workspace root, `/`-separated.
+    pub path: String,
+    pub line: u32,
+    /// As the trace names it (`parse_config`, `app::config::parse`).
+    pub function: Option<String>,
+}
+
+/// The most frames kept of one trace.
+const MAX_FRAMES: usize = 32;
+
+/// The workspace frames of every trace in `text`, innermost first (each
+/// frame once).
+pub fn parse_trace(text: &str, root: &Path) -> Vec<TraceFrame> {
+    let resolver = Resolver::new(root);
+    let mut out: Vec<TraceFrame> = Vec::new();
+    let mut push = |out: &mut Vec<TraceFrame>, path: &str, line: u32, function: Option<&str>| {
+        let Some(path) = resolver.resolve(None, path) else {
+            return;
+        };
+        let frame = TraceFrame {
+            path,
+            line,
+            function: function.map(clean_function).filter(|f| !f.is_empty()),
+        };
+        if !out.contains(&frame) && out.len() < MAX_FRAMES {
+            out.push(frame);
+        }
+    };
+    let Some(p) = patterns() else {
+        return out;
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    // Python prints the innermost frame last: each traceback is read
+    // backwards.
+    let mut python: Vec<(String, u32, Option<String>)> = Vec::new();
+    let flush_python =
+        |python: &mut Vec<(String, u32, Option<String>)>,
+         out: &mut Vec<TraceFrame>,
+         push: &mut dyn FnMut(&mut Vec<TraceFrame>, &str, u32, Option<&str>)| {
+            for (path, line, function) in python.drain(..).rev() {
+                push(out, &path, line, function.as_deref());
+            }
+        };
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if let Some(c) = p.python.captures(line) {
+            python.push((
+                c[1].to_owned(),
+                c[2].parse().unwrap_or(0),
+                Some(c[3].to_owned()),
+            ));
+            i += 1;
+            continue;
+        }
+        if !python.is_empty() && !line.starts_with(' ') && !line.trim().is_empty() {
+            // The traceback ended (its exception line).
+            flush_python(&mut python, &mut out, &mut push);
+        }
+        if let Some(c) = p.rust_panic.captures(line) {
+            push(&mut out, &c[1], c[2].parse().unwrap_or(0), None);
+        } else if let Some(c) = p.rust_frame.captures(line) {
+            // `  12: app::config::parse` then `        at ./src/config.rs:40:9`.
+            if let Some(at) = lines.get(i + 1).and_then(|l| p.rust_at.captures(l)) {
+                push(&mut out, &at[1], at[2].parse().unwrap_or(0), Some(&c[1]));
+                i += 2;
+                continue;
+            }
+        } else if let Some(c) = p.node_named.captures(line) {
+            push(&mut out, &c[2], c[3].parse().unwrap_or(0), Some(&c[1]));
+        } else if let Some(c) = p.node_bare.captures(line) {
+            push(&mut out, &c[1], c[2].parse().unwrap_or(0), None);
+        } else if let Some(c) = p.go_func.captures(line) {
+            // `main.parse(...)` then `\t/abs/main.go:12 +0x1d`.
+            if let Some(at) = lines.get(i + 1).and_then(|l| p.go_at.captures(l)) {
+                push(&mut out, &at[1], at[2].parse().unwrap_or(0), Some(&c[1]));
+                i += 2;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    flush_python(&mut python, &mut out, &mut push);
+    out
+}
+
+/// `app::config::parse::h1a2b3c` → `app::config::parse`; `Object.<anonymous>`
+/// and `async fn` markers dropped.
+fn clean_function(name: &str) -> String {
+    let name = name.trim().trim_start_matches("async ");
+    let name = match name.rsplit_once("::h") {
+        Some((head, hash)) if hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()) => {
+            head
+        }
+        _ => name,
+    };
+    if name.contains('<') && name.contains("anonymous") {
+        return String::new();
+    }
+    name.to_owned()
+}
+
+struct Patterns {
+    python: Regex,
+    rust_panic: Regex,
+    rust_frame: Regex,
+    rust_at: Regex,
+    node_named: Regex,
+    node_bare: Regex,
+    go_func: Regex,
+    go_at: Regex,
+}
+
+fn patterns() -> Option<&'static Patterns> {
+    static PATTERNS: OnceLock<Option<Patterns>> = OnceLock::new();
+    PATTERNS
+        .get_or_init(|| {
+            Some(Patterns {
+                python: Regex::new(r#"^\s*File "([^"]+)", line (\d+), in (\S+)"#).ok()?,
+                rust_panic: Regex::new(r"panicked at ([^:\s][^:]*):(\d+):\d+").ok()?,
+                rust_frame: Regex::new(r"^\s*\d+: (\S+)$").ok()?,
+                rust_at: Regex::new(r"^\s+at (\S+):(\d+):\d+$").ok()?,
+                node_named: Regex::new(r"^\s+at (?:async )?(\S+) \((.+?):(\d+):\d+\)$").ok()?,
+                node_bare: Regex::new(r"^\s+at (?:async )?([^\s()]+):(\d+):\d+$").ok()?,
+                go_func: Regex::new(r"^([\w./-]+\.[\w.()*]+)\(.*\)$").ok()?,
+                go_at: Regex::new(r"^\t(\S+\.go):(\d+)").ok()?,
+            })
+        })
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workspace(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            let path = dir.path().join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        dir
+    }
+
+    fn frames(text: &str, root: &Path) -> Vec<(String, u32, Option<String>)> {
+        parse_trace(text, root)
+            .into_iter()
+            .map(|f| (f.path, f.line, f.function))
+            .collect()
+    }
+
+    #[test]
+    fn python_traceback_innermost_first_without_the_standard_library() {
+        let ws = workspace(&["app/cli.py", "app/config.py"]);
+        let root = ws.path();
+        let text = format!(
+            "Traceback (most recent call last):\n  File \"{0}/app/cli.py\", line 9, in main\n    cfg = load(path)\n  File \"{0}/app/config.py\", line 22, in load\n    return parse(text)\n  File \"/usr/lib/python3.12/json/__init__.py\", line 346, in loads\n    return _default_decoder.decode(s)\n  File \"app/config.py\", line 30, in parse\n    raise ValueError(key)\nValueError: port\n",
+            root.display()
+        );
+        assert_eq!(
+            frames(&text, root),
+            [
+                ("app/config.py".to_owned(), 30, Some("parse".to_owned())),
+                ("app/config.py".to_owned(), 22, Some("load".to_owned())),
+                ("app/cli.py".to_owned(), 9, Some("main".to_owned())),
+            ]
+        );
+    }
+
+    #[test]
+    fn rust_panic_and_backtrace() {
+        let ws = workspace(&["src/config.rs", "src/main.rs"]);
+        let text = "thread 'main' panicked at src/config.rs:40:9:\nbad port\nstack backtrace:\n   0: rust_begin_unwind\n             at /rustc/abc/library/std/src/panicking.rs:665:5\n   1: app::config::parse::h0123456789abcdef\n             at ./src/config.rs:40:9\n   2: app::main\n             at ./src/main.rs:5:15\n";
+        assert_eq!(
+            frames(text, ws.path()),
+            [
+                ("src/config.rs".to_owned(), 40, None),
+                (
+                    "src/config.rs".to_owned(),
+                    40,
+                    Some("app::config::parse".to_owned())
+                ),
+                ("src/main.rs".to_owned(), 5, Some("app::main".to_owned())),
+            ]
+        );
+    }
+
+    #[test]
+    fn node_and_go_traces() {
+        let ws = workspace(&["lib/rank.js", "test/rank.test.js", "cmd/main.go"]);
+        let root = ws.path();
+        let node = format!(
+            "TypeError: Cannot read properties of undefined (reading 'score')\n    at compare ({0}/lib/rank.js:12:20)\n    at Array.sort (<anonymous>)\n    at rank ({0}/lib/rank.js:20:15)\n    at {0}/test/rank.test.js:8:5\n    at node:internal/main:1:1\n",
+            root.display()
+        );
+        assert_eq!(
+            frames(&node, root),
+            [
+                ("lib/rank.js".to_owned(), 12, Some("compare".to_owned())),
+                ("lib/rank.js".to_owned(), 20, Some("rank".to_owned())),
+                ("test/rank.test.js".to_owned(), 8, None),
+            ]
+        );
+        let go = format!(
+            "panic: runtime error: index out of range [3] with length 3\n\ngoroutine 1 [running]:\nmain.parse(...)\n\t{0}/cmd/main.go:12 +0x1d\nmain.main()\n\t{0}/cmd/main.go:20 +0x25\nexit status 2\n",
+            root.display()
+        );
+        assert_eq!(
+            frames(&go, root),
+            [
+                ("cmd/main.go".to_owned(), 12, Some("main.parse".to_owned())),
+                ("cmd/main.go".to_owned(), 20, Some("main.main".to_owned())),
+            ]
+        );
+    }
+}
