@@ -30,74 +30,70 @@ const MAX_FRAMES: usize = 32;
 pub fn parse_trace(text: &str, root: &Path) -> Vec<TraceFrame> {
     let resolver = Resolver::new(root);
     let mut out: Vec<TraceFrame> = Vec::new();
-    let mut push = |out: &mut Vec<TraceFrame>, path: &str, line: u32, function: Option<&str>| {
-        let Some(path) = resolver.resolve(None, path) else {
-            return;
+    for (path, line, function) in raw_frames(text) {
+        let Some(path) = resolver.resolve(None, &path) else {
+            continue;
         };
         let frame = TraceFrame {
             path,
             line,
-            function: function.map(clean_function).filter(|f| !f.is_empty()),
+            function: function
+                .as_deref()
+                .map(clean_function)
+                .filter(|f| !f.is_empty()),
         };
         if !out.contains(&frame) && out.len() < MAX_FRAMES {
             out.push(frame);
         }
-    };
+    }
+    out
+}
+
+/// A frame as printed: path, line, function.
+type RawFrame = (String, u32, Option<String>);
+
+/// Every frame of the traces in `text`, innermost first.
+fn raw_frames(text: &str) -> Vec<RawFrame> {
+    let mut out: Vec<RawFrame> = Vec::new();
     let Some(p) = patterns() else {
         return out;
     };
+    let number = |m: &str| m.parse::<u32>().unwrap_or(0);
     let lines: Vec<&str> = text.lines().collect();
     // Python prints the innermost frame last: each traceback is read
     // backwards.
-    let mut python: Vec<(String, u32, Option<String>)> = Vec::new();
-    let flush_python =
-        |python: &mut Vec<(String, u32, Option<String>)>,
-         out: &mut Vec<TraceFrame>,
-         push: &mut dyn FnMut(&mut Vec<TraceFrame>, &str, u32, Option<&str>)| {
-            for (path, line, function) in python.drain(..).rev() {
-                push(out, &path, line, function.as_deref());
-            }
-        };
+    let mut python: Vec<RawFrame> = Vec::new();
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
+        i += 1;
         if let Some(c) = p.python.captures(line) {
-            python.push((
-                c[1].to_owned(),
-                c[2].parse().unwrap_or(0),
-                Some(c[3].to_owned()),
-            ));
-            i += 1;
+            python.push((c[1].to_owned(), number(&c[2]), Some(c[3].to_owned())));
             continue;
         }
         if !python.is_empty() && !line.starts_with(' ') && !line.trim().is_empty() {
             // The traceback ended (its exception line).
-            flush_python(&mut python, &mut out, &mut push);
+            out.extend(python.drain(..).rev());
         }
+        let next = lines.get(i).copied().unwrap_or("");
         if let Some(c) = p.rust_panic.captures(line) {
-            push(&mut out, &c[1], c[2].parse().unwrap_or(0), None);
-        } else if let Some(c) = p.rust_frame.captures(line) {
+            out.push((c[1].to_owned(), number(&c[2]), None));
+        } else if let (Some(c), Some(at)) = (p.rust_frame.captures(line), p.rust_at.captures(next))
+        {
             // `  12: app::config::parse` then `        at ./src/config.rs:40:9`.
-            if let Some(at) = lines.get(i + 1).and_then(|l| p.rust_at.captures(l)) {
-                push(&mut out, &at[1], at[2].parse().unwrap_or(0), Some(&c[1]));
-                i += 2;
-                continue;
-            }
+            out.push((at[1].to_owned(), number(&at[2]), Some(c[1].to_owned())));
+            i += 1;
         } else if let Some(c) = p.node_named.captures(line) {
-            push(&mut out, &c[2], c[3].parse().unwrap_or(0), Some(&c[1]));
+            out.push((c[2].to_owned(), number(&c[3]), Some(c[1].to_owned())));
         } else if let Some(c) = p.node_bare.captures(line) {
-            push(&mut out, &c[1], c[2].parse().unwrap_or(0), None);
-        } else if let Some(c) = p.go_func.captures(line) {
+            out.push((c[1].to_owned(), number(&c[2]), None));
+        } else if let (Some(c), Some(at)) = (p.go_func.captures(line), p.go_at.captures(next)) {
             // `main.parse(...)` then `\t/abs/main.go:12 +0x1d`.
-            if let Some(at) = lines.get(i + 1).and_then(|l| p.go_at.captures(l)) {
-                push(&mut out, &at[1], at[2].parse().unwrap_or(0), Some(&c[1]));
-                i += 2;
-                continue;
-            }
+            out.push((at[1].to_owned(), number(&at[2]), Some(c[1].to_owned())));
+            i += 1;
         }
-        i += 1;
     }
-    flush_python(&mut python, &mut out, &mut push);
+    out.extend(python.drain(..).rev());
     out
 }
 
