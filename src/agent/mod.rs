@@ -5,6 +5,7 @@
 //! `agent/` knows nothing about LSP: the editor (or the terminal) is behind
 //! the [`host::Host`] trait.
 
+pub mod bisect;
 pub mod checkers;
 pub mod checkpoint;
 pub mod confined;

@@ -21,6 +21,8 @@ pub struct Overrides {
     pub candidates: Option<u32>,
     /// `--review`.
     pub review: bool,
+    /// `--since REV` / `--bisect`.
+    pub bisect: Option<crate::agent::types::BisectRequest>,
     /// What the checkers must report (default: no new errors).
     pub check_goal: Option<CheckGoal>,
 }
@@ -65,6 +67,9 @@ pub fn prepare(
         spec.budget.max_iterations = n;
     }
     spec.review |= overrides.review;
+    if let Some(bisect) = &overrides.bisect {
+        spec.bisect = Some(bisect.clone());
+    }
     if let Some(n) = overrides.candidates {
         spec.candidates = n.clamp(1, crate::config::MAX_CANDIDATES);
     }

@@ -58,6 +58,16 @@ pub struct TaskSpec {
     pub review: bool,
     /// A stack trace the user gave (`fettle fix --trace FILE`).
     pub trace: Option<String>,
+    /// Bisect the git history when the tests fail (`--since`, `--bisect`,
+    /// `agent.bisect`).
+    pub bisect: Option<BisectRequest>,
+}
+
+/// Where a bisection starts.
+#[derive(Clone, Debug, Default)]
+pub struct BisectRequest {
+    /// A commit where the tests pass; `None`: walk back to one.
+    pub since: Option<String>,
 }
 
 /// What the checkers must report for a task to succeed (besides passing
@@ -106,6 +116,7 @@ impl TaskSpec {
             candidates: config.candidates.clamp(1, crate::config::MAX_CANDIDATES),
             review: config.review,
             trace: None,
+            bisect: config.bisect.then(BisectRequest::default),
         }
     }
 
@@ -191,6 +202,9 @@ pub struct TaskResult {
     /// With `agent.review`: each verdict (`{"iteration", "by", "approved",
     /// "reasons"}`).
     pub review: Vec<Value>,
+    /// With a bisection: what it found (`{"firstBad", "subject", "good",
+    /// "steps"}`, `{"uncommitted"}`, `{"noGoodCommit"}` or `{"error"}`).
+    pub bisect: Option<Value>,
 }
 
 /// One file the user must look at in the editor after a task.
@@ -220,6 +234,7 @@ impl TaskResult {
             editor_notes: Vec::new(),
             candidates: Vec::new(),
             review: Vec::new(),
+            bisect: None,
         }
     }
 
@@ -244,6 +259,9 @@ impl TaskResult {
         }
         if !self.review.is_empty() {
             json["review"] = Value::Array(self.review.clone());
+        }
+        if let Some(bisect) = &self.bisect {
+            json["bisect"] = bisect.clone();
         }
         json
     }

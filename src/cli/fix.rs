@@ -53,6 +53,13 @@ pub struct FixArgs {
     /// are shown to the model first (Python, Rust, Node.js, Go traces).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// When the tests fail, bisect the git history from REV (where they
+    /// pass) to HEAD; the first bad commit and its diff go to the model.
+    #[arg(long, value_name = "REV")]
+    since: Option<String>,
+    /// Like --since, walking back from HEAD to a commit that passes.
+    #[arg(long, conflicts_with = "since")]
+    bisect: bool,
     /// Approve every command the agent asks to run.
     #[arg(long, short = 'y')]
     yes: bool,
@@ -125,6 +132,13 @@ pub fn run(args: FixArgs) -> i32 {
         max_iterations: args.max_iterations,
         candidates: args.candidates,
         review: args.review,
+        bisect: match (&args.since, args.bisect) {
+            (Some(rev), _) => Some(crate::agent::types::BisectRequest {
+                since: Some(rev.clone()),
+            }),
+            (None, true) => Some(crate::agent::types::BisectRequest::default()),
+            (None, false) => None,
+        },
         check_goal: args.check.then_some(CheckGoal::Clean),
     };
     let prepared = prepare(

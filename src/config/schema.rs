@@ -458,6 +458,9 @@ pub struct AgentConfig {
     pub review: bool,
     /// The reviewer's model; empty: the agent's own.
     pub review_model: String,
+    /// When the tests fail before any change, bisect the git history for
+    /// the commit that broke them.
+    pub bisect: bool,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -483,6 +486,7 @@ impl Default for AgentConfig {
             candidates: 1,
             review: false,
             review_model: String::new(),
+            bisect: false,
         }
     }
 }

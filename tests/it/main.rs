@@ -17,6 +17,7 @@ mod openai_compat_common;
 mod providers_anthropic_ollama_common;
 mod reference;
 
+mod agent_bisect;
 mod agent_checkpoint;
 mod agent_confined;
 mod agent_corpus;

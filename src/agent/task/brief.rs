@@ -53,6 +53,12 @@ impl Task {
             &self.verification_for_model(baseline),
             local,
         );
+        if let Some(note) = &self.bisect_note {
+            // It quotes the repository's commits.
+            message.push('\n');
+            message.push_str(&self.boundary.data("history", "git bisect", note));
+            message.push('\n');
+        }
         message.push_str(&self.stack_functions(baseline));
         if local {
             message.push_str(&self.code_under_test(&focus));

@@ -151,6 +151,7 @@ impl Task {
             editor_notes,
             candidates: std::mem::take(&mut self.candidate_log),
             review: std::mem::take(&mut self.review.verdicts),
+            bisect: self.bisect_json.take(),
         };
         self.event(
             EventKind::Status,

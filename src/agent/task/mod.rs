@@ -6,6 +6,7 @@
 //! when the task gives up, the best state reached (or the original) is
 //! restored.
 
+mod bisecting;
 mod brief;
 mod candidates;
 mod check;
@@ -167,6 +168,8 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         candidate_log: Vec::new(),
         copy_area: None,
         review: Default::default(),
+        bisect_note: None,
+        bisect_json: None,
     };
     task.run().await
 }
@@ -245,6 +248,10 @@ pub(crate) struct Task {
     copy_area: Option<Arc<crate::agent::isolated::CopyArea>>,
     /// What the review found and said.
     review: review::ReviewLog,
+    /// What a bisection found, for every first message.
+    bisect_note: Option<String>,
+    /// The same, for the result.
+    bisect_json: Option<serde_json::Value>,
 }
 
 impl Task {
@@ -274,6 +281,9 @@ impl Task {
             return self.finish(StopCause::Success, Some(&baseline)).await;
         }
         let mut best: (check::Score, Option<TreeBytes>) = (baseline.score, None);
+        if !baseline.passed {
+            self.bisect_history().await;
+        }
         let mut first = self.first_message(&baseline);
         if let Some(note) = self.command_note.take() {
             // It names files, which the workspace named.
