@@ -41,9 +41,21 @@ fn build(case: &Path, dest: &Path) -> Vec<String> {
 
 /// Runs `fettle fix` on a fresh build of `case` with `extra` arguments.
 fn fix(case: &Value, case_path: &Path, extra: &[&str]) -> (Value, Vec<String>, String) {
+    fix_with(case, case_path, extra, &|_| {}, &|_| {})
+}
+
+/// [`fix`], with `prepare` run on the workspace once it is built.
+fn fix_with(
+    case: &Value,
+    case_path: &Path,
+    extra: &[&str],
+    prepare: &dyn Fn(&Path),
+    after: &dyn Fn(&Path),
+) -> (Value, Vec<String>, String) {
     let temp = tempfile::tempdir().unwrap();
     let ws = temp.path().join("ws");
     let shas = build(case_path, &ws);
+    prepare(&ws);
     let first_bad = case["first_bad"].as_u64().unwrap() as usize;
     let subject = case["commits"][first_bad]["message"].as_str().unwrap();
     let language = case["language"].as_str().unwrap();
@@ -79,6 +91,7 @@ fn fix(case: &Value, case_path: &Path, extra: &[&str]) -> (Value, Vec<String>, S
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let result: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    after(&ws);
     (result, shas, stderr)
 }
 
@@ -144,4 +157,72 @@ fn bisection_names_the_commit_that_broke_the_tests_in_every_case() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert_eq!(fixed_without, 0);
+}
+
+#[test]
+fn bisection_runs_no_hook_of_the_repository_and_leaves_it_as_it_was() {
+    if !have("git", "--version") || !agent_common::have_pytest() {
+        eprintln!("skipping: git and pytest are needed");
+        return;
+    }
+    let path = fixtures("regressions").join("cases/py-inventory.json");
+    let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let marker_dir = tempfile::tempdir().unwrap();
+    let marker = marker_dir.path().join("ran");
+    let prepare = |ws: &Path| {
+        // A hostile repository: hooks and an fsmonitor that would leave a
+        // mark, wherever git runs them.
+        let script = format!("#!/bin/sh\necho hook >> {}\n", marker.display());
+        for hook in ["post-checkout", "post-merge", "reference-transaction"] {
+            let p = ws.join(".git/hooks").join(hook);
+            std::fs::write(&p, &script).unwrap();
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+        }
+        let config = ws.join(".git/config");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!(
+            "[core]\n\tfsmonitor = \"echo fsmonitor >> {}\"\n",
+            marker.display()
+        ));
+        std::fs::write(&config, text).unwrap();
+    };
+    let git = |ws: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(ws)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let after_head = std::sync::Mutex::new(String::new());
+    let after_refs = std::sync::Mutex::new(String::new());
+    let after = |ws: &Path| {
+        *after_head.lock().unwrap() = git(ws, &["-c", "core.fsmonitor=false", "rev-parse", "HEAD"]);
+        *after_refs.lock().unwrap() = git(
+            ws,
+            &[
+                "-c",
+                "core.fsmonitor=false",
+                "for-each-ref",
+                "--format=%(refname)",
+            ],
+        );
+    };
+    let (result, shas, stderr) = fix_with(&case, &path, &["--since", "{first}"], &prepare, &after);
+    let first_bad = case["first_bad"].as_u64().unwrap() as usize;
+    assert_eq!(
+        result["bisect"]["firstBad"],
+        shas[first_bad].as_str(),
+        "{stderr}"
+    );
+    assert!(
+        !marker.exists(),
+        "a hook or fsmonitor of the repository ran: {:?}",
+        std::fs::read_to_string(&marker)
+    );
+    // The repository is where it was: HEAD, and no bisect refs.
+    assert_eq!(*after_head.lock().unwrap(), *shas.last().unwrap());
+    assert_eq!(*after_refs.lock().unwrap(), "refs/heads/main");
 }
