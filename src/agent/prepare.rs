@@ -21,6 +21,8 @@ pub struct Overrides {
     pub candidates: Option<u32>,
     /// `--review`.
     pub review: bool,
+    /// `--tests-first`.
+    pub tests_first: bool,
     /// `--since REV` / `--bisect`.
     pub bisect: Option<crate::agent::types::BisectRequest>,
     /// What the checkers must report (default: no new errors).
@@ -67,6 +69,7 @@ pub fn prepare(
         spec.budget.max_iterations = n;
     }
     spec.review |= overrides.review;
+    spec.tests_first |= overrides.tests_first;
     if let Some(bisect) = &overrides.bisect {
         spec.bisect = Some(bisect.clone());
     }

@@ -61,6 +61,8 @@ pub struct TaskSpec {
     /// Bisect the git history when the tests fail (`--since`, `--bisect`,
     /// `agent.bisect`).
     pub bisect: Option<BisectRequest>,
+    /// Write tests for the goal first (`--tests-first`, `agent.tests_first`).
+    pub tests_first: bool,
 }
 
 /// Where a bisection starts.
@@ -117,6 +119,7 @@ impl TaskSpec {
             review: config.review,
             trace: None,
             bisect: config.bisect.then(BisectRequest::default),
+            tests_first: config.tests_first,
         }
     }
 
@@ -205,6 +208,8 @@ pub struct TaskResult {
     /// With a bisection: what it found (`{"firstBad", "subject", "good",
     /// "steps"}`, `{"uncommitted"}`, `{"noGoodCommit"}` or `{"error"}`).
     pub bisect: Option<Value>,
+    /// With `--tests-first`: the test files written before the code.
+    pub tests_written: Vec<String>,
 }
 
 /// One file the user must look at in the editor after a task.
@@ -235,6 +240,7 @@ impl TaskResult {
             candidates: Vec::new(),
             review: Vec::new(),
             bisect: None,
+            tests_written: Vec::new(),
         }
     }
 
@@ -262,6 +268,9 @@ impl TaskResult {
         }
         if let Some(bisect) = &self.bisect {
             json["bisect"] = bisect.clone();
+        }
+        if !self.tests_written.is_empty() {
+            json["testsWritten"] = serde_json::json!(self.tests_written);
         }
         json
     }

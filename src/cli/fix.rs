@@ -60,6 +60,10 @@ pub struct FixArgs {
     /// Like --since, walking back from HEAD to a commit that passes.
     #[arg(long, conflicts_with = "since")]
     bisect: bool,
+    /// Write tests for the goal first, check that they fail, then make them
+    /// pass (needs --goal); the tests stay in the diff.
+    #[arg(long, requires = "goal")]
+    tests_first: bool,
     /// Approve every command the agent asks to run.
     #[arg(long, short = 'y')]
     yes: bool,
@@ -132,6 +136,7 @@ pub fn run(args: FixArgs) -> i32 {
         max_iterations: args.max_iterations,
         candidates: args.candidates,
         review: args.review,
+        tests_first: args.tests_first,
         bisect: match (&args.since, args.bisect) {
             (Some(rev), _) => Some(crate::agent::types::BisectRequest {
                 since: Some(rev.clone()),

@@ -461,6 +461,9 @@ pub struct AgentConfig {
     /// When the tests fail before any change, bisect the git history for
     /// the commit that broke them.
     pub bisect: bool,
+    /// Before changing code for a goal, write tests for it that fail, then
+    /// make them pass.
+    pub tests_first: bool,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -487,6 +490,7 @@ impl Default for AgentConfig {
             review: false,
             review_model: String::new(),
             bisect: false,
+            tests_first: false,
         }
     }
 }

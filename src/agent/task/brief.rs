@@ -53,6 +53,12 @@ impl Task {
             &self.verification_for_model(baseline),
             local,
         );
+        if !self.tests_written.is_empty() {
+            message.push_str(&format!(
+                "\nTests for the goal were written first, in {}, and fail as they should. Now change the code so that they pass; the tests stay as they are.\n",
+                self.tests_written.join(", ")
+            ));
+        }
         if let Some(note) = &self.bisect_note {
             // It quotes the repository's commits.
             message.push('\n');

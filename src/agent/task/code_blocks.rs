@@ -61,6 +61,16 @@ impl Task {
                 // Examples, commands and output are blocks too: not edits.
                 continue;
             }
+            if let Some(call) = self.new_test_file(i, block) {
+                self.code_answers += 1;
+                all_unchanged = false;
+                replaced.push(format!(
+                    "the new file {}",
+                    call.arguments["path"].as_str().unwrap_or("")
+                ));
+                calls.push(call);
+                continue;
+            }
             self.code_answers += 1;
             let paths = self.block_candidates(&names, block.file_hint.as_deref());
             let texts: Vec<(String, Language, String)> = paths

@@ -47,6 +47,8 @@ pub struct Files {
     /// Files holding the tests that failed before the task: their lines
     /// stay, new ones may be added (see `task::failing_tests`).
     pub tests_kept: Vec<PathBuf>,
+    /// While tests are written first: only test files may be written.
+    pub only_tests: bool,
     /// Their bytes before the task (for the diff and rollback).
     originals: TreeBytes,
     /// Files the task actually wrote (not only checkpointed).
@@ -85,6 +87,7 @@ impl Files {
             goal,
             touched: Vec::new(),
             tests_kept: Vec::new(),
+            only_tests: false,
             originals: BTreeMap::new(),
             written: Default::default(),
             unsaved_policy,
@@ -177,6 +180,20 @@ impl Files {
         let Some(changes) = planned else {
             return reports;
         };
+        if self.only_tests {
+            if let Some(change) = changes
+                .iter()
+                .find(|c| !crate::agent::verify::is_test_file(&self.paths.relative(&c.path)))
+            {
+                let why = format!(
+                    "not applied: tests come first — {} is not a test file; write only tests now (the code comes after they fail)",
+                    self.paths.relative(&change.path)
+                );
+                let all: Vec<usize> = (0..ops.len()).collect();
+                fail(&mut reports, &all, &why);
+                return reports;
+            }
+        }
         if let Some(refusal) = self.refuse_changed_tests(&changes) {
             // All or nothing, as any other refusal of a step.
             for (change, why) in refusal {

@@ -152,6 +152,7 @@ impl Task {
             candidates: std::mem::take(&mut self.candidate_log),
             review: std::mem::take(&mut self.review.verdicts),
             bisect: self.bisect_json.take(),
+            tests_written: self.tests_written.clone(),
         };
         self.event(
             EventKind::Status,

@@ -20,6 +20,7 @@ mod fresh;
 mod prompt;
 mod review;
 mod stack;
+mod tests_first;
 mod tools;
 mod tried;
 mod turn;
@@ -170,6 +171,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         review: Default::default(),
         bisect_note: None,
         bisect_json: None,
+        tests_written: Vec::new(),
     };
     task.run().await
 }
@@ -252,6 +254,8 @@ pub(crate) struct Task {
     bisect_note: Option<String>,
     /// The same, for the result.
     bisect_json: Option<serde_json::Value>,
+    /// The test files written first (`--tests-first`).
+    tests_written: Vec<String>,
 }
 
 impl Task {
@@ -284,6 +288,19 @@ impl Task {
         if !baseline.passed {
             self.bisect_history().await;
         }
+        let baseline = match self.spec.tests_first {
+            false => baseline,
+            true => match self.write_tests_first(&baseline).await {
+                Ok(v) => {
+                    // The tests written are the new start, kept when the
+                    // implementation gives up.
+                    self.remember_tested_state();
+                    best = (v.score, Some(self.files.capture()));
+                    v
+                }
+                Err(cause) => return self.give_up(cause, best, &baseline).await,
+            },
+        };
         let mut first = self.first_message(&baseline);
         if let Some(note) = self.command_note.take() {
             // It names files, which the workspace named.

@@ -1,0 +1,174 @@
+//! Test-first (`fettle fix --goal "…" --tests-first`, `agent.tests_first`):
+//! before any code changes, the model writes tests for the goal — test
+//! files only, every other write refused — and they must fail for the
+//! right reason: they run (no syntax error, results reported) and more
+//! tests fail than before, while none that passed before fails. Then the
+//! normal loop implements the goal against them; the files holding the new
+//! tests keep their lines from then on (more tests may be added), and the
+//! tests stay in the diff.
+
+use serde_json::json;
+
+use super::check::Verification;
+use super::explain::StopCause;
+use super::{prompt, Task};
+use crate::agent::edit::FencedBlock;
+use crate::agent::types::EventKind;
+use crate::agent::verify::is_test_file;
+use crate::model::{Message, ToolCall};
+
+/// `tests/test_x.py` from a first line `# tests/test_x.py` (or `//`).
+fn file_in_comment(line: &str) -> Option<String> {
+    let line = line.trim();
+    let rest = line.strip_prefix('#').or_else(|| line.strip_prefix("//"))?;
+    rest.split_whitespace()
+        .rfind(|w| {
+            w.contains('.') && crate::syntax::Language::from_path(std::path::Path::new(w)).is_some()
+        })
+        .map(|w| w.trim_start_matches("./").to_owned())
+}
+
+/// Attempts at tests that fail for the right reason.
+const TEST_ATTEMPTS: u32 = 2;
+
+impl Task {
+    /// Writes the tests first; `Ok` with the verification of the tests
+    /// written (the loop's new start), or why the task stops.
+    pub(super) async fn write_tests_first(
+        &mut self,
+        baseline: &Verification,
+    ) -> Result<Verification, StopCause> {
+        self.files.only_tests = true;
+        let mut feedback: Option<String> = None;
+        let mut outcome = Err(StopCause::Error("no tests were written".to_owned()));
+        for attempt in 1..=TEST_ATTEMPTS {
+            self.status(&format!(
+                "Tests first: writing tests for the goal (attempt {attempt} of {TEST_ATTEMPTS})"
+            ));
+            let text = match &feedback {
+                None => self.tests_first_message(),
+                Some(why) => format!("{}\n{why}", self.tests_first_message()),
+            };
+            let system = match self.compact_prompt() {
+                true => self.boundary.local_system_prompt(),
+                false => self.boundary.system_prompt(),
+            };
+            self.messages.clear();
+            self.push(Message::system(system));
+            self.push(Message::user(text));
+            self.act().await?;
+            if self.files.changed_files().is_empty() {
+                feedback = Some(
+                    "No test was written. Write the tests now: a test file, nothing else."
+                        .to_owned(),
+                );
+                continue;
+            }
+            let v = self.verify().await?;
+            match self.right_reason(baseline, &v) {
+                Ok(()) => {
+                    outcome = Ok(v);
+                    break;
+                }
+                Err(why) => {
+                    self.event(
+                        EventKind::Verify,
+                        format!("Tests first: {why}"),
+                        json!({ "testsFirst": false }),
+                    );
+                    feedback = Some(format!("The tests written are not right yet: {why}. Change them (test files only)."));
+                    outcome = Err(StopCause::Error(format!("the tests written first {why}")));
+                }
+            }
+        }
+        self.files.only_tests = false;
+        let v = outcome?;
+        let written: Vec<std::path::PathBuf> = self.files.changed_files();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| self.files.paths.relative(p))
+            .collect();
+        for path in written {
+            if !self.files.tests_kept.contains(&path) {
+                self.files.tests_kept.push(path);
+            }
+        }
+        self.event(
+            EventKind::Verify,
+            format!(
+                "Tests first: {} written; they fail as they should ({})",
+                names.join(", "),
+                v.score.describe()
+            ),
+            json!({ "testsFirst": true, "files": names }),
+        );
+        self.tests_written = names;
+        Ok(v)
+    }
+
+    fn tests_first_message(&self) -> String {
+        format!(
+            "Goal: {}\n\nBefore changing any code, write tests for this goal: new test functions in the project's test files, or a new test file beside the code (name it as the project's tests are named). Change no other file — the code comes after, once the tests fail. Write the tests with `write_file` or `edit`, or answer with the whole test file in one fenced code block whose first line is a comment naming the file (`# tests/test_x.py`). The tests run with {}.",
+            prompt::defuse(self.spec.goal.trim()),
+            self.spec.test_command.as_deref().map_or("the project's test command".to_owned(), |c| format!("`{c}`"))
+        )
+    }
+
+    /// Whether the tests written fail for the right reason.
+    fn right_reason(&self, baseline: &Verification, v: &Verification) -> Result<(), String> {
+        if !v.syntax.is_empty() {
+            return Err(format!("do not parse ({})", v.syntax.join("; ")));
+        }
+        // A test that imports what the goal asks for fails to load until
+        // it exists (and pytest then stops the whole run): the right
+        // reason, at this stage.
+        let output = v.outcome.as_ref().map_or("", |o| o.output.as_str());
+        const MISSING: [&str; 6] = [
+            "ImportError",
+            "ModuleNotFoundError",
+            "AttributeError",
+            "NameError",
+            "cannot find",
+            "is not a function",
+        ];
+        let missing = MISSING.iter().any(|m| output.contains(m));
+        if (v.score.broken || v.score.passed < baseline.score.passed) && missing && !v.passed {
+            return Ok(());
+        }
+        if v.score.broken {
+            return Err(
+                "do not run: the test command failed without reporting test results".to_owned(),
+            );
+        }
+        if v.passed || v.score.failed <= baseline.score.failed {
+            return Err("pass already: they do not test what the goal asks for".to_owned());
+        }
+        if v.score.passed < baseline.score.passed {
+            return Err("make tests that passed before fail".to_owned());
+        }
+        Ok(())
+    }
+
+    /// A fenced block naming a test file that does not exist yet: written
+    /// whole (while writing tests first).
+    pub(super) fn new_test_file(&self, index: usize, block: &FencedBlock) -> Option<ToolCall> {
+        if !self.files.only_tests {
+            return None;
+        }
+        let first_line = block.code.lines().next().unwrap_or("");
+        let hint = block
+            .file_hint
+            .clone()
+            .or_else(|| file_in_comment(first_line))?;
+        let path = self.files.paths.resolve(&hint).ok()?;
+        let rel = self.files.paths.relative(&path);
+        if !is_test_file(&rel) || path.exists() {
+            return None;
+        }
+        Some(ToolCall {
+            id: format!("answer-code-{}-test-file", index + 1),
+            name: "write_file".to_owned(),
+            arguments: json!({ "path": rel, "content": block.code }),
+        })
+    }
+}
