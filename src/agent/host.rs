@@ -64,6 +64,12 @@ pub trait Host: Send + Sync {
     /// Asks the user whether the agent may run `command`.
     fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool>;
 
+    /// `agent.plan_approval`: asks the user whether the agent may carry out
+    /// `plan` (numbered lines). A host that cannot ask declines.
+    fn approve_plan<'a>(&'a self, _plan: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async { false })
+    }
+
     /// Asks the editor to save the open buffers of `paths` itself, so that it
     /// knows they are saved (no "changed since reading" warning later).
     /// Hosts without buffers, or editors that cannot, fail every path.

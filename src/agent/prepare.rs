@@ -23,6 +23,8 @@ pub struct Overrides {
     pub review: bool,
     /// `--tests-first`.
     pub tests_first: bool,
+    /// `--plan`.
+    pub plan: bool,
     /// `--since REV` / `--bisect`.
     pub bisect: Option<crate::agent::types::BisectRequest>,
     /// What the checkers must report (default: no new errors).
@@ -70,6 +72,7 @@ pub fn prepare(
     }
     spec.review |= overrides.review;
     spec.tests_first |= overrides.tests_first;
+    spec.plan |= overrides.plan;
     if let Some(bisect) = &overrides.bisect {
         spec.bisect = Some(bisect.clone());
     }

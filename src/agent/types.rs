@@ -63,6 +63,10 @@ pub struct TaskSpec {
     pub bisect: Option<BisectRequest>,
     /// Write tests for the goal first (`--tests-first`, `agent.tests_first`).
     pub tests_first: bool,
+    /// Plan first (`--plan`, `agent.plan`), and ask the user to approve it
+    /// (`agent.plan_approval`).
+    pub plan: bool,
+    pub plan_approval: bool,
 }
 
 /// Where a bisection starts.
@@ -120,6 +124,8 @@ impl TaskSpec {
             trace: None,
             bisect: config.bisect.then(BisectRequest::default),
             tests_first: config.tests_first,
+            plan: config.plan,
+            plan_approval: config.plan_approval,
         }
     }
 
@@ -210,6 +216,8 @@ pub struct TaskResult {
     pub bisect: Option<Value>,
     /// With `--tests-first`: the test files written before the code.
     pub tests_written: Vec<String>,
+    /// With a plan: `{"steps", "revisions"}`.
+    pub plan: Option<Value>,
 }
 
 /// One file the user must look at in the editor after a task.
@@ -241,6 +249,7 @@ impl TaskResult {
             review: Vec::new(),
             bisect: None,
             tests_written: Vec::new(),
+            plan: None,
         }
     }
 
@@ -268,6 +277,9 @@ impl TaskResult {
         }
         if let Some(bisect) = &self.bisect {
             json["bisect"] = bisect.clone();
+        }
+        if let Some(plan) = &self.plan {
+            json["plan"] = plan.clone();
         }
         if !self.tests_written.is_empty() {
             json["testsWritten"] = serde_json::json!(self.tests_written);

@@ -64,6 +64,10 @@ pub struct FixArgs {
     /// pass (needs --goal); the tests stay in the diff.
     #[arg(long, requires = "goal")]
     tests_first: bool,
+    /// Plan first: the model writes a short plan, followed by every attempt
+    /// and revised after a failure (default: `agent.plan`).
+    #[arg(long)]
+    plan: bool,
     /// Approve every command the agent asks to run.
     #[arg(long, short = 'y')]
     yes: bool,
@@ -136,6 +140,7 @@ pub fn run(args: FixArgs) -> i32 {
         max_iterations: args.max_iterations,
         candidates: args.candidates,
         review: args.review,
+        plan: args.plan,
         tests_first: args.tests_first,
         bisect: match (&args.since, args.bisect) {
             (Some(rev), _) => Some(crate::agent::types::BisectRequest {
@@ -424,6 +429,31 @@ impl Host for CliHost {
 
     fn edit_buffer<'a>(&'a self, _: &'a Path, _: &'a str, _: &'a str) -> BoxFuture<'a, BufferEdit> {
         Box::pin(async { BufferEdit::NotOpen })
+    }
+
+    fn approve_plan<'a>(&'a self, plan: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            if self.yes {
+                eprintln!("fettle: following the plan (--yes)");
+                return true;
+            }
+            if !self.interactive {
+                eprintln!("fettle: the plan needs approval and stdin is not a terminal (pass --yes to approve)");
+                return false;
+            }
+            let plan = plan.to_owned();
+            tokio::task::spawn_blocking(move || {
+                eprint!("fettle: the plan:\n{plan}\nfettle: follow it? [y/N] ");
+                let _ = std::io::stderr().flush();
+                let mut answer = String::new();
+                if std::io::stdin().lock().read_line(&mut answer).is_err() {
+                    return false;
+                }
+                matches!(answer.trim(), "y" | "Y" | "yes")
+            })
+            .await
+            .unwrap_or(false)
+        })
     }
 
     fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool> {

@@ -464,6 +464,11 @@ pub struct AgentConfig {
     /// Before changing code for a goal, write tests for it that fail, then
     /// make them pass.
     pub tests_first: bool,
+    /// Plan first: a short numbered plan before the first attempt, revised
+    /// after a failed one.
+    pub plan: bool,
+    /// Ask the user to approve the plan before any change.
+    pub plan_approval: bool,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -491,6 +496,8 @@ impl Default for AgentConfig {
             review_model: String::new(),
             bisect: false,
             tests_first: false,
+            plan: false,
+            plan_approval: false,
         }
     }
 }

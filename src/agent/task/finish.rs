@@ -153,6 +153,7 @@ impl Task {
             review: std::mem::take(&mut self.review.verdicts),
             bisect: self.bisect_json.take(),
             tests_written: self.tests_written.clone(),
+            plan: self.plan.to_json(),
         };
         self.event(
             EventKind::Status,

@@ -17,6 +17,7 @@ mod failing_tests;
 mod files;
 mod finish;
 mod fresh;
+mod plan;
 mod prompt;
 mod review;
 mod stack;
@@ -172,6 +173,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         bisect_note: None,
         bisect_json: None,
         tests_written: Vec::new(),
+        plan: Default::default(),
     };
     task.run().await
 }
@@ -256,6 +258,8 @@ pub(crate) struct Task {
     bisect_json: Option<serde_json::Value>,
     /// The test files written first (`--tests-first`).
     tests_written: Vec<String>,
+    /// The plan (`agent.plan`).
+    plan: plan::PlanState,
 }
 
 impl Task {
@@ -301,6 +305,12 @@ impl Task {
                 Err(cause) => return self.give_up(cause, best, &baseline).await,
             },
         };
+        if self.spec.plan {
+            let context = self.first_message(&baseline);
+            if let Err(cause) = self.make_plan(&context).await {
+                return self.finish(cause, Some(&baseline)).await;
+            }
+        }
         let mut first = self.first_message(&baseline);
         if let Some(note) = self.command_note.take() {
             // It names files, which the workspace named.
@@ -389,6 +399,7 @@ impl Task {
                 return self.finish(StopCause::Success, Some(&verification)).await;
             }
             let answer_note = self.answer_note.take();
+            self.revise_plan(&verification).await;
             if self.compact_prompt() {
                 self.note_attempt(
                     iteration,
@@ -406,6 +417,7 @@ impl Task {
                 rolled_back.as_deref(),
                 answer_note.as_deref(),
             );
+            feedback.push_str(&self.plan_for_prompt());
             if self.tool_calls == 0 {
                 feedback.push_str(match self.compact_prompt() {
                     true => prompt::SHOW_THE_CODE,

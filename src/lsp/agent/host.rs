@@ -53,6 +53,8 @@ const ASK_TIMEOUT: Duration = Duration::from_secs(300);
 
 const RUN: &str = "Run";
 const DENY: &str = "Don't run";
+const FOLLOW_PLAN: &str = "Follow the plan";
+const DECLINE_PLAN: &str = "Decline";
 pub const SAVE_AND_CONTINUE: &str = "Save and continue";
 pub const LEAVE_ALONE: &str = "Leave this file alone";
 
@@ -164,6 +166,37 @@ impl Host for LspHost {
                     tracing::warn!(
                         "no answer to the unsaved-changes question; leaving the file alone"
                     );
+                    false
+                }
+            }
+        })
+    }
+
+    fn approve_plan<'a>(&'a self, plan: &'a str) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let answer = self
+                .state
+                .client
+                .show_message_request(
+                    MessageType::INFO,
+                    format!("Fettle's agent plans to:\n{plan}"),
+                    Some(vec![
+                        MessageActionItem {
+                            title: FOLLOW_PLAN.to_owned(),
+                            properties: Default::default(),
+                        },
+                        MessageActionItem {
+                            title: DECLINE_PLAN.to_owned(),
+                            properties: Default::default(),
+                        },
+                    ]),
+                )
+                .await;
+            match answer {
+                Ok(Some(item)) => item.title == FOLLOW_PLAN,
+                Ok(None) => false,
+                Err(err) => {
+                    tracing::warn!(%err, "plan approval request failed; not following it");
                     false
                 }
             }
