@@ -751,3 +751,49 @@ fn giving_up_restores_an_open_buffer_and_the_editor_saves_it() {
     // Saved by the editor after the edit, and after the rollback.
     assert!(requests(&lsp, "fettle/saveDocuments").len() >= 2);
 }
+
+/// The strategies from the editor, through `[agent]` keys: the plan is
+/// shown in a message request and followed once approved, two candidates
+/// are drafted and tested in copies (the open file is edited only by the
+/// chosen one), and the reviewer approves before success; the result says
+/// which plan, candidate and verdict.
+#[test]
+fn strategies_from_the_editor_plan_approved_candidates_chosen_and_reviewed() {
+    let ws = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let script = r#"{"responses": [
+        {"text": "1. In calc.py, fix `add` to add.\n2. check.py should pass."},
+        {"tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "search": "    return a - b\n", "replace": "    return a * b\n"}}]},
+        {"text": "Multiplied."},
+        {"tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "search": "    return a - b\n", "replace": "    return a + b\n"}}]},
+        {"text": "Fixed `add`."},
+        {"text": "APPROVE"}
+    ]}"#;
+    let mock = Mock::start(script);
+    let options = mock.options(json!({
+        "plan": true, "plan_approval": true, "candidates": 2, "review": true,
+    }));
+    let mut lsp = start(&ws, cache.path(), options);
+    let uri = ws.uri("calc.py");
+    lsp.open(&uri, "python", CALC);
+    lsp.apply_edits = true;
+    lsp.approvals.push_back(Some("Follow the plan".to_owned()));
+    let id = chat(&mut lsp, "make check.py pass", json!({}));
+    let response = response_within(&mut lsp, &id, 90);
+    let result = &response["result"];
+    assert_eq!(result["status"], "success", "{response:#}\n{}", lsp.stderr());
+    let asks = requests(&lsp, "window/showMessageRequest");
+    assert_eq!(asks.len(), 1, "{asks:#?}");
+    let question = asks[0]["params"]["message"].as_str().unwrap();
+    assert!(question.contains("Fettle's agent plans to:\n1. In calc.py, fix `add` to add."), "{question}");
+    assert_eq!(result["plan"]["steps"][0], "1. In calc.py, fix `add` to add.");
+    let candidates = result["candidates"].as_array().unwrap();
+    let chosen = candidates.last().unwrap();
+    assert_eq!((chosen["candidate"].as_u64(), chosen["chosen"].as_bool()), (Some(2), Some(true)), "{candidates:#?}");
+    assert_eq!(result["review"][0]["approved"], true, "{result:#}");
+    assert_eq!(lsp.buffers[&uri].1, FIXED);
+    assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), FIXED);
+    // The first candidate's edit never reached the buffer: one applyEdit.
+    let edits = requests(&lsp, "workspace/applyEdit");
+    assert_eq!(edits.len(), 1, "{edits:#?}");
+}
