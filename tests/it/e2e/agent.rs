@@ -781,15 +781,30 @@ fn strategies_from_the_editor_plan_approved_candidates_chosen_and_reviewed() {
     let id = chat(&mut lsp, "make check.py pass", json!({}));
     let response = response_within(&mut lsp, &id, 90);
     let result = &response["result"];
-    assert_eq!(result["status"], "success", "{response:#}\n{}", lsp.stderr());
+    assert_eq!(
+        result["status"],
+        "success",
+        "{response:#}\n{}",
+        lsp.stderr()
+    );
     let asks = requests(&lsp, "window/showMessageRequest");
     assert_eq!(asks.len(), 1, "{asks:#?}");
     let question = asks[0]["params"]["message"].as_str().unwrap();
-    assert!(question.contains("Fettle's agent plans to:\n1. In calc.py, fix `add` to add."), "{question}");
-    assert_eq!(result["plan"]["steps"][0], "1. In calc.py, fix `add` to add.");
+    assert!(
+        question.contains("Fettle's agent plans to:\n1. In calc.py, fix `add` to add."),
+        "{question}"
+    );
+    assert_eq!(
+        result["plan"]["steps"][0],
+        "1. In calc.py, fix `add` to add."
+    );
     let candidates = result["candidates"].as_array().unwrap();
     let chosen = candidates.last().unwrap();
-    assert_eq!((chosen["candidate"].as_u64(), chosen["chosen"].as_bool()), (Some(2), Some(true)), "{candidates:#?}");
+    assert_eq!(
+        (chosen["candidate"].as_u64(), chosen["chosen"].as_bool()),
+        (Some(2), Some(true)),
+        "{candidates:#?}"
+    );
     assert_eq!(result["review"][0]["approved"], true, "{result:#}");
     assert_eq!(lsp.buffers[&uri].1, FIXED);
     assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), FIXED);
