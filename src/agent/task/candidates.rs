@@ -138,7 +138,41 @@ impl Task {
             self.candidate = Some(number);
             let base_texts = self.files.capture();
             self.files.begin_staging();
-            let acted = self.act().await;
+            // Drafting stops the moment an earlier candidate passes: its
+            // verdict arrives while this one is being written.
+            let mut finished: Vec<Result<Tested, tokio::task::JoinError>> = Vec::new();
+            let acted = {
+                let draft = self.act();
+                tokio::pin!(draft);
+                loop {
+                    tokio::select! {
+                        acted = &mut draft => break Some(acted),
+                        Some(done) = jobs.join_next(), if !jobs.is_empty() => {
+                            let passed = done.as_ref().is_ok_and(|t| t.passed);
+                            finished.push(done);
+                            if passed {
+                                break None;
+                            }
+                        }
+                    }
+                }
+            };
+            for done in finished {
+                self.candidate_tested(done, &mut tested, n);
+            }
+            let Some(acted) = acted else {
+                // Its staged edits are dropped with it.
+                self.files.end_staging();
+                self.dirty = dirty_before;
+                self.candidate = None;
+                self.candidate_event(
+                    number,
+                    n,
+                    "not finished: an earlier candidate passed",
+                    json!({ "passed": false }),
+                );
+                break;
+            };
             let key = self.state_key();
             let diff = self.files.diff();
             let lines_changed = count_changed_lines(&diff);
