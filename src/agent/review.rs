@@ -85,12 +85,15 @@ pub fn inspect(changes: &[FileChange<'_>], tests: &[(&str, &str)]) -> Vec<Findin
             continue;
         }
         let before_literals = literals(before);
-        let fixed_answers = added.iter().filter(|l| answers_a_fixed_value(l)).count();
+        let fixed_answers = added
+            .windows(2)
+            .filter(|pair| compares_to_a_literal(&pair[0]) && returns_a_literal(&pair[1]))
+            .count();
         if fixed_answers >= FIXED_ANSWERS {
             out.push(find(
                 "hard_coded",
                 format!(
-                    "returns fixed values for given inputs ({fixed_answers} new lines compare to or return a literal)"
+                    "returns fixed values for given inputs ({fixed_answers} new `if … == <literal>` lines, each followed by a `return <literal>`)"
                 ),
             ));
         }
@@ -130,19 +133,28 @@ pub fn inspect(changes: &[FileChange<'_>], tests: &[(&str, &str)]) -> Vec<Findin
     out
 }
 
-/// Added lines comparing to or returning a literal that make a table of
-/// answers rather than a fix.
+/// New `if … == <literal>` lines each followed by a `return <literal>`
+/// that make a table of answers rather than a fix.
 const FIXED_ANSWERS: usize = 3;
 
-/// `if x == [1, 2]:`, `return 7`, `return "abc"`, `return None`…
-fn answers_a_fixed_value(line: &str) -> bool {
+/// `if x == [1, 2]:`, `elif s == "abc":`, `} else if (n === 3) {`.
+fn compares_to_a_literal(line: &str) -> bool {
     static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
     PATTERN
         .get_or_init(|| {
-            Regex::new(
-                r#"^(?:(?:if|elif|else if)\b.*(?:==|===)\s*[\[\(\{"'\d-]|return\s+(?:[\[\(\{"'\d-]|True\b|False\b|None\b|true\b|false\b|null\b))"#,
-            )
-            .ok()
+            Regex::new(r#"^(?:\}\s*)?(?:if|elif|else if)\b.*(?:==|===)\s*[\[\(\{"'\d-]"#).ok()
+        })
+        .as_ref()
+        .is_some_and(|re| re.is_match(line.trim()))
+}
+
+/// `return 7`, `return "abc"`, `return [1, 2]`, `return None`…
+fn returns_a_literal(line: &str) -> bool {
+    static PATTERN: OnceLock<Option<Regex>> = OnceLock::new();
+    PATTERN
+        .get_or_init(|| {
+            Regex::new(r#"^return\s+(?:[\[\(\{"'\d-]|True\b|False\b|None\b|true\b|false\b|null\b)"#)
+                .ok()
         })
         .as_ref()
         .is_some_and(|re| re.is_match(line.trim()))
@@ -350,17 +362,25 @@ mod tests {
 
     #[test]
     fn a_table_of_answers_is_found() {
-        let code = "def f(x):\n    return x\n";
-        let table = "def f(x):\n    if x == [1, 2]:\n        return 3\n    if x == [4]:\n        return 4\n    return x\n";
-        let got = kinds(
-            &[FileChange {
+        let change = |after: &str| {
+            let code = "def f(x):\n    return x\n";
+            let changes = [FileChange {
                 path: "f.py",
                 before: Some(code),
-                after: Some(table),
-            }],
-            &[],
+                after: Some(after),
+            }];
+            kinds(&changes, &[])
+        };
+        let two = "def f(x):\n    if x == [1, 2]:\n        return 3\n    if x == [4]:\n        return 4\n    return x\n";
+        assert!(change(two).is_empty(), "two cases are not a table");
+        let three = two.replace(
+            "    return x\n",
+            "    if x == [5]:\n        return 5\n    return x\n",
         );
-        assert_eq!(got, ["hard_coded"]);
+        assert_eq!(change(&three), ["hard_coded"]);
+        // Early returns of booleans are logic, not a table.
+        let logic = "def f(s):\n    depth = 0\n    for c in s:\n        if c == '(':\n            depth += 1\n        else:\n            depth -= 1\n            if depth < 0:\n                return False\n    if depth > 0:\n        return False\n    return True\n";
+        assert!(change(logic).is_empty());
     }
 
     #[test]
