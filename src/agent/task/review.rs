@@ -23,7 +23,7 @@ const REVIEW_MAX_TOKENS: u32 = 256;
 /// The most of the diff the reviewer reads.
 const REVIEW_DIFF_BYTES: usize = 12 * 1024;
 
-const REVIEWER_SYSTEM: &str = "You review a change a coding agent made before it is reported as done. The tests pass. Reject the change only if it cheats or does harm: it deletes, skips or weakens tests; it hard-codes a value a test expects instead of fixing the logic; it leaves debugging output; it changes code that has nothing to do with the goal. Approve a genuine fix even if you would have written it differently. Answer with APPROVE alone on the first line, or REJECT on the first line followed by one short line per reason.";
+const REVIEWER_SYSTEM: &str = "You check a change a coding agent made for a goal; the tests pass now. Only these count as cheating: a test deleted, skipped or weakened; a value a test expects written into the code instead of fixing the logic; debugging output left in; changes that have nothing to do with the goal. First say in one sentence what the change does. Then, on the last line, write exactly `VERDICT: APPROVE` when it is a genuine attempt at the goal with none of these, or `VERDICT: REJECT: ` and which one, where.";
 
 /// What the review found and said, for the result and the summary.
 #[derive(Default)]
@@ -72,10 +72,11 @@ impl Task {
                     .name()
                     .to_owned();
                 match self.ask_reviewer(v).await {
-                    Some((approved, reasons)) => (by, approved, reasons),
-                    // No answer (the model failed, the time ran out): the
-                    // tests' verdict stands, and the summary says so.
-                    None => (by, true, vec!["the reviewer gave no answer".to_owned()]),
+                    Ok((approved, reasons)) => (by, approved, reasons),
+                    // No usable answer (the model failed, the time ran
+                    // out, no verdict): the tests' verdict stands, and the
+                    // summary says so.
+                    Err(why) => (by, true, vec![why]),
                 }
             }
         };
@@ -145,12 +146,12 @@ impl Task {
         inspect(&changes, &tests)
     }
 
-    /// One turn of the reviewer: `(approved, reasons)`, or `None` without
-    /// a usable answer.
-    async fn ask_reviewer(&mut self, v: &Verification) -> Option<(bool, Vec<String>)> {
+    /// One turn of the reviewer: `(approved, reasons)`, or why there is no
+    /// usable answer.
+    async fn ask_reviewer(&mut self, v: &Verification) -> Result<(bool, Vec<String>), String> {
         let diff = crate::agent::output::head_tail(&self.files.diff(), REVIEW_DIFF_BYTES, 400);
         let user = format!(
-            "Goal: {}\nTests: {}\n{}\nReview this change.",
+            "Goal: {}\nTests: {}\n{}\nReview this change. Answer in two lines: one sentence on what the change does, then `VERDICT: APPROVE` or `VERDICT: REJECT: ` and the reason.",
             prompt::defuse(self.spec.goal.trim()),
             v.headline(),
             self.boundary.data("diff", "the change", &diff),
@@ -180,8 +181,8 @@ impl Task {
         loop {
             let next = tokio::select! {
                 biased;
-                () = self.cancel.cancelled() => return None,
-                () = tokio::time::sleep_until(deadline) => return None,
+                () = self.cancel.cancelled() => return Err("the task was cancelled during the review".to_owned()),
+                () = tokio::time::sleep_until(deadline) => return Err("the task's time ran out during the review".to_owned()),
                 next = stream.next() => next,
             };
             match next {
@@ -194,11 +195,15 @@ impl Task {
                 Some(Ok(_)) => {}
                 Some(Err(err)) => {
                     tracing::warn!(%err, "the reviewer failed");
-                    return None;
+                    return Err(format!("the reviewer failed: {err}"));
                 }
             }
         }
-        parse_verdict(&text)
+        parse_verdict(&text).ok_or_else(|| {
+            tracing::info!(answer = %text, "the reviewer's answer has no verdict");
+            let quoted: String = text.trim().chars().take(160).collect();
+            format!("the reviewer's answer had no verdict: \"{quoted}\"")
+        })
     }
 
     /// The review's lines for the summary.
@@ -235,9 +240,20 @@ impl Task {
     }
 }
 
-/// `APPROVE`, or `REJECT` and its reasons, from the reviewer's answer
-/// (markdown and case aside); `None` when it says neither.
+/// `APPROVE`, or `REJECT` and its reasons, from the reviewer's answer:
+/// its last `VERDICT:` line, else its first line (markdown and case
+/// aside); `None` when it says neither.
 fn parse_verdict(text: &str) -> Option<(bool, Vec<String>)> {
+    if let Some(line) = text.lines().rev().find(|l| l.to_uppercase().contains("VERDICT:")) {
+        let upper = line.to_uppercase();
+        let at = upper.find("VERDICT:").unwrap_or(0) + "VERDICT:".len();
+        let rest = line.get(at..).unwrap_or("").trim();
+        return first_line_verdict(rest);
+    }
+    first_line_verdict(text)
+}
+
+fn first_line_verdict(text: &str) -> Option<(bool, Vec<String>)> {
     let mut lines = text.lines().map(|l| {
         l.trim()
             .trim_matches(|c: char| matches!(c, '*' | '#' | '`' | '-' | ' '))
@@ -296,6 +312,14 @@ mod tests {
             Some((false, vec!["hard-codes 2.5".to_owned()]))
         );
         assert_eq!(parse_verdict("The change looks good."), None);
+        assert_eq!(
+            parse_verdict("It fixes the loop bound.\nVERDICT: APPROVE"),
+            Some((true, vec![]))
+        );
+        assert_eq!(
+            parse_verdict("It deletes test_even.\n**Verdict: REJECT: the test test_even is deleted**"),
+            Some((false, vec!["the test test_even is deleted".to_owned()]))
+        );
         assert_eq!(parse_verdict(""), None);
     }
 }
