@@ -244,7 +244,11 @@ impl Task {
 /// its last `VERDICT:` line, else its first line (markdown and case
 /// aside); `None` when it says neither.
 fn parse_verdict(text: &str) -> Option<(bool, Vec<String>)> {
-    if let Some(line) = text.lines().rev().find(|l| l.to_uppercase().contains("VERDICT:")) {
+    if let Some(line) = text
+        .lines()
+        .rev()
+        .find(|l| l.to_uppercase().contains("VERDICT:"))
+    {
         let upper = line.to_uppercase();
         let at = upper.find("VERDICT:").unwrap_or(0) + "VERDICT:".len();
         let rest = line.get(at..).unwrap_or("").trim();
@@ -283,8 +287,10 @@ fn first_line_verdict(text: &str) -> Option<(bool, Vec<String>)> {
     if approved {
         return Some((true, Vec::new()));
     }
+    // A rejection must say what is wrong: without a reason there is
+    // nothing to repair (the 1.5B rejected 4 of 39 correct fixes so).
     if reasons.is_empty() {
-        reasons.push("rejected without a reason".to_owned());
+        return None;
     }
     Some((false, reasons))
 }
@@ -317,9 +323,16 @@ mod tests {
             Some((true, vec![]))
         );
         assert_eq!(
-            parse_verdict("It deletes test_even.\n**Verdict: REJECT: the test test_even is deleted**"),
+            parse_verdict(
+                "It deletes test_even.\n**Verdict: REJECT: the test test_even is deleted**"
+            ),
             Some((false, vec!["the test test_even is deleted".to_owned()]))
         );
         assert_eq!(parse_verdict(""), None);
+        assert_eq!(
+            parse_verdict("VERDICT: REJECT"),
+            None,
+            "no reason, no rejection"
+        );
     }
 }
