@@ -42,7 +42,7 @@ fn defaults_round_trip() {
     assert!(resolved.provenance.values().all(|s| *s == Source::Default));
     assert_eq!(
         resolved.provenance.len(),
-        82,
+        89,
         "{:#?}",
         resolved.provenance.keys()
     );
