@@ -20,6 +20,8 @@ use crate::model::{ChatEvent, ChatRequest, GenOptions, Message};
 
 /// The reviewer's answer: a verdict line and a few reasons.
 const REVIEW_MAX_TOKENS: u32 = 256;
+/// Changed files larger than this are not inspected by the checks.
+const MAX_INSPECTED_BYTES: u64 = 1024 * 1024;
 /// The most of the diff the reviewer reads.
 const REVIEW_DIFF_BYTES: usize = 12 * 1024;
 
@@ -117,7 +119,18 @@ impl Task {
 
     /// The deterministic findings in the change as it is.
     pub(super) fn findings(&self) -> Vec<Finding> {
-        let changed = self.files.changed_files();
+        // A file a command wrote may be huge: only source-sized files are
+        // read (a cheat lives in code and tests).
+        let changed: Vec<std::path::PathBuf> = self
+            .files
+            .changed_files()
+            .into_iter()
+            .filter(|p| {
+                self.files
+                    .disk_len(p)
+                    .is_none_or(|len| len <= MAX_INSPECTED_BYTES)
+            })
+            .collect();
         let texts: Vec<(String, Option<String>, Option<String>)> = changed
             .iter()
             .map(|p| {
