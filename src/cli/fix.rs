@@ -403,6 +403,32 @@ struct CliHost {
     interactive: bool,
 }
 
+impl CliHost {
+    /// A yes/no question on the terminal: `--yes` says yes (`assumed`),
+    /// no terminal says no (`refused`), else `question [y/N]` is asked.
+    async fn ask(&self, assumed: String, refused: String, question: String) -> bool {
+        if self.yes {
+            eprintln!("fettle: {assumed}");
+            return true;
+        }
+        if !self.interactive {
+            eprintln!("fettle: {refused} and stdin is not a terminal (pass --yes to approve)");
+            return false;
+        }
+        tokio::task::spawn_blocking(move || {
+            eprint!("fettle: {question} [y/N] ");
+            let _ = std::io::stderr().flush();
+            let mut answer = String::new();
+            if std::io::stdin().lock().read_line(&mut answer).is_err() {
+                return false;
+            }
+            matches!(answer.trim(), "y" | "Y" | "yes")
+        })
+        .await
+        .unwrap_or(false)
+    }
+}
+
 impl Host for CliHost {
     fn event(&self, event: TaskEvent) {
         let line = match event.kind {
@@ -432,52 +458,18 @@ impl Host for CliHost {
     }
 
     fn approve_plan<'a>(&'a self, plan: &'a str) -> BoxFuture<'a, bool> {
-        Box::pin(async move {
-            if self.yes {
-                eprintln!("fettle: following the plan (--yes)");
-                return true;
-            }
-            if !self.interactive {
-                eprintln!("fettle: the plan needs approval and stdin is not a terminal (pass --yes to approve)");
-                return false;
-            }
-            let plan = plan.to_owned();
-            tokio::task::spawn_blocking(move || {
-                eprint!("fettle: the plan:\n{plan}\nfettle: follow it? [y/N] ");
-                let _ = std::io::stderr().flush();
-                let mut answer = String::new();
-                if std::io::stdin().lock().read_line(&mut answer).is_err() {
-                    return false;
-                }
-                matches!(answer.trim(), "y" | "Y" | "yes")
-            })
-            .await
-            .unwrap_or(false)
-        })
+        Box::pin(self.ask(
+            "following the plan (--yes)".to_owned(),
+            "the plan needs approval".to_owned(),
+            format!("the plan:\n{plan}\nfettle: follow it?"),
+        ))
     }
 
     fn approve<'a>(&'a self, command: &'a str) -> BoxFuture<'a, bool> {
-        Box::pin(async move {
-            if self.yes {
-                eprintln!("fettle: running `{command}` (--yes)");
-                return true;
-            }
-            if !self.interactive {
-                eprintln!("fettle: not running `{command}`: approval needed and stdin is not a terminal (pass --yes to approve)");
-                return false;
-            }
-            let command = command.to_owned();
-            tokio::task::spawn_blocking(move || {
-                eprint!("fettle: run `{command}`? [y/N] ");
-                let _ = std::io::stderr().flush();
-                let mut answer = String::new();
-                if std::io::stdin().lock().read_line(&mut answer).is_err() {
-                    return false;
-                }
-                matches!(answer.trim(), "y" | "Y" | "yes")
-            })
-            .await
-            .unwrap_or(false)
-        })
+        Box::pin(self.ask(
+            format!("running `{command}` (--yes)"),
+            format!("not running `{command}`: approval needed"),
+            format!("run `{command}`?"),
+        ))
     }
 }

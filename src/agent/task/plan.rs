@@ -8,14 +8,13 @@
 //! (the plan is kept and corrected, not restarted). Each version is an
 //! event, and `--json` has the last one and how often it was revised.
 
-use futures::StreamExt;
 use serde_json::json;
 
 use super::check::Verification;
 use super::explain::StopCause;
 use super::{prompt, Task};
 use crate::agent::types::EventKind;
-use crate::model::{ChatEvent, ChatRequest, GenOptions, Message};
+use crate::model::Message;
 
 /// The plan's length: steps, and tokens for the answer.
 const MAX_STEPS: usize = 8;
@@ -105,49 +104,21 @@ impl Task {
             true => self.boundary.local_system_prompt(),
             false => self.boundary.system_prompt(),
         };
-        let mut messages = vec![
+        let messages = vec![
             Message::system(system),
             Message::user(format!("{context}\n\n{instruction}")),
         ];
-        for m in &mut messages {
-            if let std::borrow::Cow::Owned(redacted) = self.redactor.redact(&m.content) {
-                m.content = redacted;
+        let model = self.model.clone();
+        let text = match self
+            .words_only_turn(&model, messages, PLAN_MAX_TOKENS)
+            .await
+        {
+            Ok(text) => text,
+            Err(why) => {
+                tracing::warn!(%why, "no plan from the model");
+                return Vec::new();
             }
-        }
-        let request = ChatRequest {
-            messages,
-            tools: Vec::new(),
-            options: GenOptions {
-                max_tokens: Some(PLAN_MAX_TOKENS),
-                temperature: Some(0.0),
-                stop: Vec::new(),
-                latency_target: None,
-            },
         };
-        let mut stream = self.model.chat(request);
-        let mut text = String::new();
-        let deadline = self.deadline();
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = self.cancel.cancelled() => return Vec::new(),
-                () = tokio::time::sleep_until(deadline) => return Vec::new(),
-                next = stream.next() => next,
-            };
-            match next {
-                None => break,
-                Some(Ok(ChatEvent::TextDelta(delta))) => text.push_str(&delta),
-                Some(Ok(ChatEvent::Usage(u))) => {
-                    self.tokens.input += u.input_tokens;
-                    self.tokens.output += u.output_tokens;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(err)) => {
-                    tracing::warn!(%err, "no plan from the model");
-                    return Vec::new();
-                }
-            }
-        }
         numbered_steps(&text)
     }
 }

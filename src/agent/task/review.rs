@@ -9,14 +9,13 @@
 //! rejection in the last attempt earns one more. Without `agent.review`
 //! the findings are only named in the summary.
 
-use futures::StreamExt;
 use serde_json::json;
 
 use super::check::Verification;
 use super::{prompt, Task};
 use crate::agent::review::{inspect, FileChange, Finding};
 use crate::agent::types::EventKind;
-use crate::model::{ChatEvent, ChatRequest, GenOptions, Message};
+use crate::model::Message;
 
 /// The reviewer's answer: a verdict line and a few reasons.
 const REVIEW_MAX_TOKENS: u32 = 256;
@@ -170,48 +169,14 @@ impl Task {
             self.boundary.data("diff", "the change", &diff),
         );
         let messages = vec![Message::system(REVIEWER_SYSTEM), Message::user(user)];
-        let mut messages = messages;
-        for m in &mut messages {
-            // Nothing secret leaves the machine, the reviewer included.
-            if let std::borrow::Cow::Owned(redacted) = self.redactor.redact(&m.content) {
-                m.content = redacted;
-            }
-        }
         let model = self.reviewer.clone().unwrap_or_else(|| self.model.clone());
-        let request = ChatRequest {
-            messages,
-            tools: Vec::new(),
-            options: GenOptions {
-                max_tokens: Some(REVIEW_MAX_TOKENS),
-                temperature: Some(0.0),
-                stop: Vec::new(),
-                latency_target: None,
-            },
-        };
-        let mut stream = model.chat(request);
-        let mut text = String::new();
-        let deadline = self.deadline();
-        loop {
-            let next = tokio::select! {
-                biased;
-                () = self.cancel.cancelled() => return Err("the task was cancelled during the review".to_owned()),
-                () = tokio::time::sleep_until(deadline) => return Err("the task's time ran out during the review".to_owned()),
-                next = stream.next() => next,
-            };
-            match next {
-                None => break,
-                Some(Ok(ChatEvent::TextDelta(delta))) => text.push_str(&delta),
-                Some(Ok(ChatEvent::Usage(u))) => {
-                    self.tokens.input += u.input_tokens;
-                    self.tokens.output += u.output_tokens;
-                }
-                Some(Ok(_)) => {}
-                Some(Err(err)) => {
-                    tracing::warn!(%err, "the reviewer failed");
-                    return Err(format!("the reviewer failed: {err}"));
-                }
-            }
-        }
+        let text = self
+            .words_only_turn(&model, messages, REVIEW_MAX_TOKENS)
+            .await
+            .map_err(|why| {
+                tracing::warn!(%why, "no answer from the reviewer");
+                format!("the reviewer gave no answer: {why}")
+            })?;
         parse_verdict(&text).ok_or_else(|| {
             tracing::info!(answer = %text, "the reviewer's answer has no verdict");
             let quoted: String = text.trim().chars().take(160).collect();

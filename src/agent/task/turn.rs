@@ -200,3 +200,54 @@ fn retryable_note(err: &ModelError) -> Option<String> {
         )
     })
 }
+
+impl Task {
+    /// A turn outside the conversation, in words only (no tools), greedy:
+    /// the plan, the review. Redacted like every prompt; tokens counted;
+    /// stops at cancellation and the deadline. `Err` says why there is no
+    /// answer.
+    pub(super) async fn words_only_turn(
+        &mut self,
+        model: &crate::model::Model,
+        mut messages: Vec<crate::model::Message>,
+        max_tokens: u32,
+    ) -> Result<String, String> {
+        for m in &mut messages {
+            // Nothing secret leaves the machine, these turns included.
+            if let std::borrow::Cow::Owned(redacted) = self.redactor.redact(&m.content) {
+                m.content = redacted;
+            }
+        }
+        let request = ChatRequest {
+            messages,
+            tools: Vec::new(),
+            options: GenOptions {
+                max_tokens: Some(max_tokens),
+                temperature: Some(0.0),
+                stop: Vec::new(),
+                latency_target: None,
+            },
+        };
+        let mut stream = model.chat(request);
+        let mut text = String::new();
+        let deadline = self.deadline();
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err("the task was cancelled".to_owned()),
+                () = tokio::time::sleep_until(deadline) => return Err("the task's time ran out".to_owned()),
+                next = stream.next() => next,
+            };
+            match next {
+                None => return Ok(text),
+                Some(Ok(ChatEvent::TextDelta(delta))) => text.push_str(&delta),
+                Some(Ok(ChatEvent::Usage(u))) => {
+                    self.tokens.input += u.input_tokens;
+                    self.tokens.output += u.output_tokens;
+                }
+                Some(Ok(_)) => {}
+                Some(Err(err)) => return Err(format!("the model failed: {err}")),
+            }
+        }
+    }
+}
