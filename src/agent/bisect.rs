@@ -92,7 +92,7 @@ pub async fn bisect(
     };
     let policy = settings
         .sandbox
-        .map(|p| moved(p, settings.root, area.path()));
+        .map(|p| p.writing_elsewhere(settings.root, [area.path().to_path_buf()]));
     let git = |args: Vec<String>, cwd: PathBuf| {
         let policy = policy.clone();
         async move { run_git(&args, &cwd, policy, cancel).await }
@@ -364,19 +364,6 @@ async fn run_git(
         ));
     }
     Ok(outcome.output)
-}
-
-/// The sandbox of the workspace, writing in `area` instead.
-fn moved(policy: &SandboxPolicy, root: &Path, area: &Path) -> SandboxPolicy {
-    let mut moved = policy.clone();
-    moved.writable = policy
-        .writable
-        .iter()
-        .filter(|p| !p.starts_with(root))
-        .cloned()
-        .chain([area.to_path_buf()])
-        .collect();
-    moved
 }
 
 /// How far back from HEAD each try of the walk looks: 1, 2, 4 … and the

@@ -237,15 +237,10 @@ impl IsolatedCopy {
     /// The sandbox of the workspace, moved to the copy: it writes in the
     /// copy (and the shared build directory) instead of the workspace.
     pub fn sandbox(&self, policy: &SandboxPolicy) -> SandboxPolicy {
-        let mut moved = policy.clone();
-        moved.writable = policy
-            .writable
-            .iter()
-            .filter(|p| !p.starts_with(&self.real_root))
-            .cloned()
-            .chain([self.dir.path().to_path_buf()])
-            .chain(self.shared.iter().cloned())
-            .collect();
+        let mut moved = policy.writing_elsewhere(
+            &self.real_root,
+            std::iter::once(self.dir.path().to_path_buf()).chain(self.shared.iter().cloned()),
+        );
         moved.protect = policy.protect.iter().map(|p| self.map(p)).collect();
         moved
     }

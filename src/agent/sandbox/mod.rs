@@ -68,6 +68,25 @@ impl SandboxPolicy {
         }
     }
 
+    /// This policy for commands that work elsewhere than the workspace
+    /// `root` (a candidate's copy, a bisection's clone): they may write in
+    /// `writable` instead of under `root`, the rest unchanged.
+    pub fn writing_elsewhere(
+        &self,
+        root: &Path,
+        writable: impl IntoIterator<Item = PathBuf>,
+    ) -> Self {
+        let mut moved = self.clone();
+        moved.writable = self
+            .writable
+            .iter()
+            .filter(|p| !p.starts_with(root))
+            .cloned()
+            .chain(writable)
+            .collect();
+        moved
+    }
+
     /// Whether anything beyond process cleanup is enforced.
     pub fn confines(&self) -> bool {
         self.namespaces || self.landlock
