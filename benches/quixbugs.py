@@ -606,6 +606,10 @@ def run_task(t, args, env, workdir, mock_script):
     cmd = [args.fettle, "fix", "--yes", "--json", "--test", test_cmd, ws]
     if args.candidates:
         cmd[2:2] = ["--candidates", str(args.candidates)]
+    if args.plan:
+        cmd[2:2] = ["--plan"]
+    if args.review:
+        cmd[2:2] = ["--review"]
     out_path = os.path.join(tdir, "stdout.json")
     err_path = os.path.join(tdir, "stderr.log")
     start = time.monotonic()
@@ -685,6 +689,8 @@ def run_task(t, args, env, workdir, mock_script):
         "retest_seconds": round(test_s, 1),
         "retest_output": test_out if not fixed else None,
         "candidates": r.get("candidates"),
+        "plan": r.get("plan"),
+        "review": r.get("review"),
         "summary": _clip(r.get("summary") or "", 4000) if result else None,
         "diff": _clip(r.get("diff") or "", 8000) if result else None,
         "final_program": _clip(final_program, 8000) if (final_program is not None and not fixed) else None,
@@ -758,6 +764,8 @@ def main():
     ap.add_argument("--timeout-s", type=float, default=600, help="task budget (agent.timeout_s); killed at +60 s")
     ap.add_argument("--kill-grace-s", type=float, default=KILL_GRACE_S, help=argparse.SUPPRESS)
     ap.add_argument("--candidates", type=int, metavar="N", help="fettle fix --candidates N (candidate fixes per attempt)")
+    ap.add_argument("--plan", action="store_true", help="fettle fix --plan (a plan first, executed and revised)")
+    ap.add_argument("--review", action="store_true", help="fettle fix --review (a review before success)")
     ap.add_argument("--only", metavar="a,b,c", help="these programs only")
     ap.add_argument("--limit", type=int, metavar="N", help="the first N programs only")
     ap.add_argument("--out", metavar="FILE", help="results JSON, rewritten after every task")

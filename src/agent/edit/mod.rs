@@ -9,6 +9,7 @@
 //! written, and [`lint_guard`] refuses edits that break the syntax.
 use std::fmt;
 
+mod between;
 mod blocks;
 mod closest;
 mod imports;
@@ -17,6 +18,7 @@ mod matching;
 mod step;
 mod udiff;
 
+pub use between::{count_changed_lines, edit_between};
 pub use blocks::{
     defined_names, fenced_blocks, plan as plan_block, BlockEdit, Candidate, FencedBlock, NoEdit,
 };

@@ -53,7 +53,6 @@ impl Task {
             &self.verification_for_model(baseline),
             local,
         );
-        message.push_str(&self.plan_for_prompt());
         if !self.tests_written.is_empty() {
             message.push_str(&format!(
                 "\nTests for the goal were written first, in {}, and fail as they should. Now change the code so that they pass; the tests stay as they are.\n",

@@ -1,7 +1,8 @@
 //! Search over candidate fixes (`agent.candidates`, `fettle fix
 //! --candidates N`): an attempt drafts up to N answers from the same start
-//! — the first as a single line would, the others sampled hotter — with
-//! their edits held in memory. Each new one is tested at once in its own
+//! — the first as a single line would, the others sampled hotter and each
+//! asked for a different approach (`approaches`) — with their edits held
+//! in memory. Each new one is tested at once in its own
 //! copy of the workspace, in the sandbox, while the next is drafted; the
 //! tests rank them (passing, then the score, then the smaller change) and
 //! the best is applied once through the normal edit path (buffers,
@@ -16,20 +17,17 @@ use serde_json::json;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::approaches::approach_for;
 use super::check::{self, CheckSettings, Score};
 use super::explain::StopCause;
 use super::Task;
 use crate::agent::checkers::Checker;
-use crate::agent::edit::FileOp;
+use crate::agent::edit::{count_changed_lines, edit_between, FileOp};
 use crate::agent::exec::Limits;
 use crate::agent::isolated::{CopyArea, IsolatedCopy};
 use crate::agent::sandbox::SandboxPolicy;
 use crate::agent::types::EventKind;
 use crate::agent::CheckGoal;
-
-/// The temperatures of the candidates after the first (which keeps the
-/// single line's), in turn.
-const CANDIDATE_TEMPERATURES: [f64; 2] = [0.7, 1.0];
 
 /// The most of a candidate's diff an attempt's note quotes.
 const NOTE_DIFF_BYTES: usize = 800;
@@ -52,6 +50,7 @@ struct Drafted {
     /// Its diff, for the attempt's note when it is not applied.
     diff: String,
     temperature: f64,
+    approach: String,
 }
 
 /// A candidate's verdict from its copy.
@@ -135,7 +134,16 @@ impl Task {
                 break;
             }
             self.messages.truncate(start_len.max(1));
-            self.candidate = Some(number);
+            let (approach, temperature) =
+                approach_for(number, self.single_line_temperature(), &self.suspects);
+            // Its approach is asked for in the message it drafts from, and
+            // taken out again for the next candidate.
+            let asked = self.messages.last().map(|m| m.content.clone());
+            let instruction = approach.instruction(self.compact_prompt());
+            if let Some(last) = self.messages.last_mut().filter(|_| !instruction.is_empty()) {
+                last.content.push_str(&instruction);
+            }
+            self.candidate = Some((number, temperature));
             let base_texts = self.files.capture();
             self.files.begin_staging();
             // Drafting stops the moment an earlier candidate passes: its
@@ -160,6 +168,11 @@ impl Task {
             for done in finished {
                 self.candidate_tested(done, &mut tested, n);
             }
+            let asked_at = start_len.max(1) - 1;
+            if let (Some(last), Some(asked)) = (self.messages.get_mut(asked_at), asked) {
+                last.content = asked;
+            }
+            let label = approach.label();
             let Some(acted) = acted else {
                 // Its staged edits are dropped with it.
                 self.files.end_staging();
@@ -169,7 +182,7 @@ impl Task {
                     number,
                     n,
                     "not finished: an earlier candidate passed",
-                    json!({ "passed": false }),
+                    json!({ "passed": false, "approach": label }),
                 );
                 break;
             };
@@ -192,13 +205,12 @@ impl Task {
                 outcome = Err(cause);
                 break;
             }
-            let temperature = self.candidate_temperature(number);
             if changes.is_empty() {
                 self.candidate_event(
                     number,
                     n,
                     "no change",
-                    json!({ "temperature": temperature }),
+                    json!({ "temperature": temperature, "approach": label }),
                 );
                 continue;
             }
@@ -207,7 +219,7 @@ impl Task {
                     number,
                     n,
                     &format!("rejected by the review's checks: {}", cheats.join("; ")),
-                    json!({ "temperature": temperature, "rejected": true }),
+                    json!({ "temperature": temperature, "approach": label, "rejected": true }),
                 );
                 continue;
             }
@@ -216,7 +228,7 @@ impl Task {
                     number,
                     n,
                     "the same code as an earlier candidate; not tested again",
-                    json!({ "temperature": temperature }),
+                    json!({ "temperature": temperature, "approach": label }),
                 );
                 continue;
             }
@@ -266,6 +278,7 @@ impl Task {
                 lines_changed,
                 diff,
                 temperature,
+                approach: label,
             });
         }
         // The rest are waited for, unless one passed already.
@@ -305,18 +318,9 @@ impl Task {
         outcome
     }
 
-    fn candidate_temperature(&self, number: u32) -> f64 {
-        match number {
-            0 | 1 => self.single_line_temperature(),
-            k => CANDIDATE_TEMPERATURES[(k as usize - 2) % CANDIDATE_TEMPERATURES.len()],
-        }
-    }
-
     /// The temperature of the turn being drafted, when it is a candidate.
     pub(super) fn drafting_temperature(&self) -> Option<f64> {
-        self.candidate
-            .filter(|n| *n > 1)
-            .map(|n| self.candidate_temperature(n))
+        self.candidate.map(|(_, temperature)| temperature)
     }
 
     fn candidate_tested(
@@ -432,6 +436,7 @@ impl Task {
             "of": n,
             "chosen": true,
             "temperature": chosen.temperature,
+            "approach": chosen.approach,
         }));
         self.event(
             EventKind::Status,
@@ -506,107 +511,5 @@ async fn test_in_copy(
         },
         Ok(_) => failed(STOPPED.to_owned()),
         Err(err) => failed(format!("the tests could not run: {err}")),
-    }
-}
-
-/// `+`/`-` lines of a unified diff.
-fn count_changed_lines(diff: &str) -> usize {
-    diff.lines()
-        .filter(|l| {
-            (l.starts_with('+') || l.starts_with('-'))
-                && !l.starts_with("+++")
-                && !l.starts_with("---")
-        })
-        .count()
-}
-
-/// The edit that turns `old` into `new`: the changed lines (widened until
-/// they occur once), so text the user typed elsewhere meanwhile stays.
-fn edit_between(path: &Path, old: Option<&str>, new: &str) -> FileOp {
-    let Some(old) = old else {
-        return FileOp::Write {
-            path: path.to_path_buf(),
-            content: new.to_owned(),
-        };
-    };
-    let a: Vec<&str> = old.split_inclusive('\n').collect();
-    let b: Vec<&str> = new.split_inclusive('\n').collect();
-    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let max_suffix = a.len().min(b.len()) - prefix;
-    let suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(max_suffix)
-        .take_while(|(x, y)| x == y)
-        .count();
-    let (mut start, mut end_a, mut end_b) = (prefix, a.len() - suffix, b.len() - suffix);
-    loop {
-        let search: String = a[start..end_a].concat();
-        if !search.is_empty() && old.matches(search.as_str()).count() == 1 {
-            return FileOp::Edit {
-                path: path.to_path_buf(),
-                search,
-                replace: b[start..end_b].concat(),
-            };
-        }
-        if start == 0 && end_a == a.len() {
-            return FileOp::Write {
-                path: path.to_path_buf(),
-                content: new.to_owned(),
-            };
-        }
-        start = start.saturating_sub(1);
-        if end_a < a.len() {
-            end_a += 1;
-            end_b += 1;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn apply(old: &str, op: &FileOp) -> String {
-        match op {
-            FileOp::Edit {
-                search, replace, ..
-            } => old.replacen(search.as_str(), replace, 1),
-            FileOp::Write { content, .. } => content.clone(),
-        }
-    }
-
-    #[test]
-    fn the_edit_between_two_texts_is_the_changed_lines_made_unique() {
-        let p = Path::new("/w/a.py");
-        let old = "def f(x):\n    return x\n\ndef g(x):\n    return x\n";
-        let new = "def f(x):\n    return x\n\ndef g(x):\n    return x + 1\n";
-        let op = edit_between(p, Some(old), new);
-        assert_eq!(apply(old, &op), new);
-        let FileOp::Edit { search, .. } = &op else {
-            panic!("an edit, not a rewrite: {op:?}");
-        };
-        assert_eq!(search, "def g(x):\n    return x\n");
-        // A pure insertion and a pure deletion.
-        for (old, new) in [
-            ("a\nb\nc\n", "a\nb\nx\nc\n"),
-            ("a\nb\nx\nc\n", "a\nb\nc\n"),
-            ("a\n", "a\nb"),
-            ("same\nsame\n", "same\nsame\nsame\n"),
-        ] {
-            assert_eq!(
-                apply(old, &edit_between(p, Some(old), new)),
-                new,
-                "{old:?} → {new:?}"
-            );
-        }
-        assert!(matches!(edit_between(p, None, "new"), FileOp::Write { .. }));
-    }
-
-    #[test]
-    fn changed_lines_are_counted_without_the_headers() {
-        let diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n c\n";
-        assert_eq!(count_changed_lines(diff), 2);
     }
 }

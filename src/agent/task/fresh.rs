@@ -98,6 +98,7 @@ impl Task {
             self.brief = self.first_message(v);
         }
         let mut text = self.brief.clone();
+        text.push_str(&self.plan_for_prompt());
         text.push_str("\nEarlier attempts, none of which passed (do not repeat them; try something different):\n");
         for note in &self.attempt_notes {
             // Quotes the model's code and the workspace's paths.

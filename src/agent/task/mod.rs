@@ -6,6 +6,7 @@
 //! when the task gives up, the best state reached (or the original) is
 //! restored.
 
+mod approaches;
 mod bisecting;
 mod brief;
 mod candidates;
@@ -166,6 +167,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         brief: String::new(),
         attempt_notes: Vec::new(),
         candidate: None,
+        suspects: Vec::new(),
         candidate_log: Vec::new(),
         copy_area: None,
         review: Default::default(),
@@ -242,8 +244,11 @@ pub(crate) struct Task {
     same_code_again: u32,
     /// The most output tokens the next turn may use, when less than usual.
     answer_cap: Option<u32>,
-    /// The candidate being drafted (1-based), with `agent.candidates` > 1.
-    candidate: Option<u32>,
+    /// The candidate being drafted (1-based) and its temperature, with
+    /// `agent.candidates` > 1.
+    candidate: Option<(u32, f64)>,
+    /// The functions the failure may come from (the candidates' hints).
+    suspects: Vec<approaches::Suspect>,
     /// Each candidate's verdict, for the result.
     candidate_log: Vec<serde_json::Value>,
     /// Where the candidates' copies of the workspace go; `None`: a single
@@ -320,8 +325,14 @@ impl Task {
             false => self.boundary.system_prompt(),
         };
         self.push(Message::system(system));
+        // The plan changes as it is done and revised: each message quotes
+        // its current version.
         self.brief = first.clone();
+        first.push_str(&self.plan_for_prompt());
         self.push(Message::user(first));
+        if self.spec.candidates > 1 {
+            self.suspects = self.suspects(&baseline);
+        }
         self.copy_area = match candidates::copy_area(self.spec.candidates) {
             Ok(area) => area,
             Err(why) => {
@@ -395,10 +406,12 @@ impl Task {
                 .record_attempt(iteration, &verification, &mut best)
                 .await;
             if verification.passed {
+                self.plan_passed();
                 return self.finish(StopCause::Success, Some(&verification)).await;
             }
             let answer_note = self.answer_note.take();
-            self.revise_plan(&verification).await;
+            self.advance_plan(&verification, rolled_back.is_some())
+                .await;
             if self.compact_prompt() {
                 self.note_attempt(
                     iteration,

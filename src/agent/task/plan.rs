@@ -4,9 +4,15 @@
 //! words, without tools. With `agent.plan_approval` the user approves it
 //! (the editor's message request, the terminal's y/N); declined, the task
 //! stops before any change. The plan goes into every attempt's first
-//! message; after a failed attempt the model revises it with the failure
-//! (the plan is kept and corrected, not restarted). Each version is an
-//! event, and `--json` has the last one and how often it was revised.
+//! message. A plan of two or more steps that change code is executed one
+//! step per attempt: each step's change is verified by the tests and
+//! checkers (nothing that passed may fail: a step that makes things worse
+//! is rolled back) before the next step; the last step is done when the
+//! tests pass. After a failed step or a last step that leaves the tests
+//! failing, the model revises the plan with the failure (the plan is kept
+//! and corrected, not restarted; the steps done stay done). Each version
+//! and each step done is an event; `--json` has the last version, how
+//! often it was revised and how many steps were done.
 
 use serde_json::json;
 
@@ -27,14 +33,51 @@ const PLAN_INSTRUCTION: &str = "Before changing anything, write a short plan: at
 pub(super) struct PlanState {
     pub steps: Vec<String>,
     pub revisions: u32,
+    /// Steps done and verified, from the first.
+    pub done: usize,
 }
 
 impl PlanState {
     /// The JSON of the result's `plan`.
     pub fn to_json(&self) -> Option<serde_json::Value> {
         (!self.steps.is_empty())
-            .then(|| json!({ "steps": self.steps, "revisions": self.revisions }))
+            .then(|| json!({ "steps": self.steps, "revisions": self.revisions, "done": self.done }))
     }
+
+    /// The step (0-based) the next attempt does alone: the first not done,
+    /// while another step that changes code follows it. `None`: the
+    /// attempt does what is left of the plan.
+    pub fn step_in_progress(&self) -> Option<usize> {
+        let mut changing =
+            (self.done..self.steps.len()).filter(|&i| !is_check_step(&self.steps[i]));
+        let first = changing.next()?;
+        changing.next().map(|_| first)
+    }
+}
+
+/// A step that only runs or names a test ("Run test_x.py", "test_y should
+/// pass"): it is the verification every attempt gets, not a change.
+fn is_check_step(step: &str) -> bool {
+    let body = step
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .trim_start_matches(['.', ')'])
+        .trim()
+        .to_lowercase();
+    const CHECKS: [&str; 9] = [
+        "run ",
+        "rerun",
+        "re-run",
+        "verify",
+        "confirm",
+        "ensure the test",
+        "check that the test",
+        "execute the test",
+        "test ",
+    ];
+    CHECKS.iter().any(|c| body.starts_with(c))
+        || body.contains("should pass")
+        || body.contains("should now pass")
+        || body.contains("should succeed")
 }
 
 impl Task {
@@ -58,23 +101,59 @@ impl Task {
         Ok(())
     }
 
+    /// After an attempt that did not pass: the step it did is done when
+    /// it changed the code and made nothing worse (`rolled_back`: it did);
+    /// otherwise, or when no step is left, the plan is corrected with
+    /// what failed.
+    pub(super) async fn advance_plan(&mut self, v: &Verification, rolled_back: bool) {
+        if let Some(step) = self.plan.step_in_progress() {
+            if !rolled_back && self.edits_in_attempt > 0 {
+                self.plan.done = step + 1;
+                self.event(
+                    EventKind::Status,
+                    format!(
+                        "Plan step {} of {} done and verified ({}; nothing got worse)",
+                        step + 1,
+                        self.plan.steps.len(),
+                        v.score.describe()
+                    ),
+                    json!({ "planStepDone": step + 1, "score": super::score_json(&v.score) }),
+                );
+                return;
+            }
+        }
+        self.revise_plan(v).await;
+    }
+
+    /// After the tests pass: every step is done.
+    pub(super) fn plan_passed(&mut self) {
+        self.plan.done = self.plan.steps.len();
+    }
+
     /// After a failed attempt: the plan corrected with what failed.
-    pub(super) async fn revise_plan(&mut self, v: &Verification) {
+    async fn revise_plan(&mut self, v: &Verification) {
         if self.plan.steps.is_empty() || self.check_budget().is_err() {
             return;
         }
         let failure = v.first_problem().unwrap_or_else(|| v.score.describe());
+        let kept = match self.plan.done {
+            0 => String::new(),
+            1 => " Step 1 is done: keep it first.".to_owned(),
+            k => format!(" Steps 1–{k} are done: keep them first."),
+        };
         let instruction = format!(
-            "The last attempt failed: {}. Revise the plan: keep the steps that still hold, correct or add the ones that failed. At most six numbered steps, one line each; no code.",
+            "The last attempt failed: {}. Revise the plan: keep the steps that still hold, correct or add the ones that failed.{kept} At most six numbered steps, one line each; no code.",
             prompt::defuse(&failure)
         );
-        let brief = self.brief.clone();
+        let brief = format!("{}{}", self.brief, self.plan_for_prompt());
         let steps = self.ask_for_plan(&brief, &instruction).await;
         if steps.is_empty() || steps == self.plan.steps {
             return;
         }
         self.plan.steps = steps;
         self.plan.revisions += 1;
+        // What was done stays done; at least one step is left to do.
+        self.plan.done = self.plan.done.min(self.plan.steps.len().saturating_sub(1));
         self.plan_event("Plan revised");
     }
 
@@ -83,9 +162,27 @@ impl Task {
         if self.plan.steps.is_empty() {
             return String::new();
         }
+        let marked: Vec<String> = self
+            .plan
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, step)| match i < self.plan.done {
+                true => format!("{step} (done)"),
+                false => step.clone(),
+            })
+            .collect();
+        let now = match self.plan.step_in_progress() {
+            Some(k) => format!(
+                "Do step {} now, and only it; the tests run after it, and the next step comes after that.\n",
+                k + 1
+            ),
+            None if self.plan.done > 0 => "Do the rest of the plan now.\n".to_owned(),
+            None => String::new(),
+        };
         format!(
-            "\nThe plan (follow it; each attempt is verified by the tests):\n{}\n",
-            self.plan.steps.join("\n")
+            "\nThe plan (follow it; each attempt is verified by the tests):\n{}\n{now}",
+            marked.join("\n")
         )
     }
 
@@ -147,7 +244,7 @@ fn numbered_steps(text: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::numbered_steps;
+    use super::{numbered_steps, PlanState};
 
     #[test]
     fn steps_are_the_numbered_or_bulleted_lines() {
@@ -162,5 +259,39 @@ mod tests {
         );
         assert!(numbered_steps("No plan here.").is_empty());
         assert!(numbered_steps("2026 was a year").is_empty());
+    }
+
+    #[test]
+    fn a_plan_of_several_changes_is_done_one_step_at_a_time() {
+        let mut plan = PlanState {
+            steps: vec![
+                "1. In parse.py, fix `parse`.".to_owned(),
+                "2. In render.py, fix `render`.".to_owned(),
+                "3. Run test_all.py: it should pass.".to_owned(),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(plan.step_in_progress(), Some(0));
+        plan.done = 1;
+        // The last change: the attempt does the rest.
+        assert_eq!(plan.step_in_progress(), None);
+        // One change and a check: no steps.
+        plan.steps.remove(1);
+        plan.done = 0;
+        assert_eq!(plan.step_in_progress(), None);
+        for check in [
+            "2. Run pytest",
+            "3. test_stats.py::test_mean should pass.",
+            "4) Verify the fix",
+        ] {
+            assert!(super::is_check_step(check), "{check}");
+        }
+        for change in [
+            "1. In stats.py, check `total`.",
+            "2. Add a test for x",
+            "1. Fix the loop bound in run_all()",
+        ] {
+            assert!(!super::is_check_step(change), "{change}");
+        }
     }
 }

@@ -288,7 +288,7 @@ impl Task {
             self.edits_in_attempt += 1;
             let rel = self.files.paths.relative(path);
             let diff = super::diff::unified(&rel, old.as_deref(), new.as_deref());
-            if let Some(number) = self.candidate.filter(|_| self.files.is_staging()) {
+            if let Some((number, _)) = self.candidate.filter(|_| self.files.is_staging()) {
                 // Held in memory: nothing in the editor or on disk changed.
                 self.event(
                     EventKind::Status,

@@ -1,0 +1,233 @@
+//! How the candidates of a search differ (`agent.candidates`): sampling
+//! hotter alone gives a small model the same wrong answer three times, so
+//! each candidate after the first is also asked for a different approach —
+//! name the wrong line before fixing it, look hardest at another suspect
+//! function, or change as few lines as possible as a diff — appended to
+//! the message it drafts from. The tests choose among them all the same.
+
+use std::path::{Path, PathBuf};
+
+use super::check::Verification;
+use super::Task;
+use crate::agent::verify::{is_test_file, parse_trace};
+use crate::syntax::SymbolKind;
+
+/// The temperatures of the rounds of approaches after the first candidate
+/// (which keeps the single line's): candidates 2–4 at the first, 5–7 at
+/// the second, and so on, in turn.
+const ROUND_TEMPERATURES: [f64; 2] = [0.7, 1.0];
+
+/// Suspect functions kept for the hints.
+const MAX_SUSPECTS: usize = 6;
+
+/// A candidate's approach.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Approach {
+    /// As a single line of attempts would answer.
+    AsSingleLine,
+    /// The wrong line named, and why, before the fix.
+    ReasonFirst,
+    /// The fix looked for in one suspect function first.
+    Suspect(Suspect),
+    /// As few lines changed as possible, as a diff (or a narrow edit).
+    SmallestChange,
+}
+
+/// A function the failure may come from.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Suspect {
+    pub name: String,
+    /// Relative to the workspace.
+    pub path: String,
+    /// 1-based, inclusive.
+    pub lines: (u32, u32),
+}
+
+impl Approach {
+    /// The short name in events and `--json`.
+    pub fn label(&self) -> String {
+        match self {
+            Approach::AsSingleLine => "as a single line".to_owned(),
+            Approach::ReasonFirst => "name the wrong line first".to_owned(),
+            Approach::Suspect(s) => format!("look first at {} in {}", s.name, s.path),
+            Approach::SmallestChange => "the smallest change".to_owned(),
+        }
+    }
+
+    /// What is appended to the message the candidate drafts from (empty
+    /// for the first). `compact`: the model answers with code, not tools.
+    pub fn instruction(&self, compact: bool) -> String {
+        let text = match (self, compact) {
+            (Approach::AsSingleLine, _) => return String::new(),
+            (Approach::ReasonFirst, true) => "First, in one sentence, name the line that is wrong and why; then answer with the whole corrected function in one fenced code block.".to_owned(),
+            (Approach::ReasonFirst, false) => "First, in one sentence, name the line that is wrong and why; then make the edit.".to_owned(),
+            (Approach::Suspect(s), _) => format!(
+                "The fault may not be where the failure shows it: look hardest at `{}` ({}, lines {}–{}). Read it line by line against what the failing test expects and change it where it is wrong.",
+                s.name, s.path, s.lines.0, s.lines.1
+            ),
+            (Approach::SmallestChange, true) => "Change as few lines as possible: answer with a unified diff (`--- a/PATH`, `+++ b/PATH`, `@@` hunks) of only the lines that change, in one fenced block.".to_owned(),
+            (Approach::SmallestChange, false) => "Change as few lines as possible: one edit whose search text is only the lines that change.".to_owned(),
+        };
+        format!("\n\n{text}")
+    }
+}
+
+/// Candidate `number`'s approach and temperature; `first` is the single
+/// line's temperature. Rounds of three after the first candidate: reason
+/// first, a suspect (the round's, in turn), the smallest change.
+pub(super) fn approach_for(number: u32, first: f64, suspects: &[Suspect]) -> (Approach, f64) {
+    let Some(k) = number.checked_sub(2) else {
+        return (Approach::AsSingleLine, first);
+    };
+    let round = (k / 3) as usize;
+    let temperature = ROUND_TEMPERATURES[round % ROUND_TEMPERATURES.len()];
+    let approach = match k % 3 {
+        0 => Approach::ReasonFirst,
+        1 => match suspects.get(round % suspects.len().max(1)) {
+            Some(s) => Approach::Suspect(s.clone()),
+            None => Approach::ReasonFirst,
+        },
+        _ => Approach::SmallestChange,
+    };
+    (approach, temperature)
+}
+
+impl Task {
+    /// The functions the failure may come from, most likely first: those
+    /// on a trace's workspace frames (code before tests), those the goal
+    /// and the failure name, then the rest of the best-ranked files the
+    /// task may change — functions the task may edit only.
+    pub(super) fn suspects(&self, baseline: &Verification) -> Vec<Suspect> {
+        let root = self.files.root();
+        let mut output = self.spec.goal.clone();
+        if let Some(outcome) = &baseline.outcome {
+            output.push('\n');
+            output.push_str(&outcome.output);
+        }
+        let mut out: Vec<Suspect> = Vec::new();
+        let mut frames = parse_trace(&output, root);
+        if let Some(trace) = &self.spec.trace {
+            frames.extend(parse_trace(trace, root));
+        }
+        frames.sort_by_key(|f| is_test_file(&f.path));
+        for frame in frames {
+            let path = root.join(&frame.path);
+            if let Some(s) = self.function_at(&path, frame.line) {
+                self.add_suspect(&mut out, s);
+            }
+        }
+        let focus = crate::agent::repo_map::Focus::from_text(&output, root, &self.index);
+        for identifier in &focus.identifiers {
+            for symbol in self.index.definitions(identifier) {
+                if let Some(s) = self.suspect_of(&symbol) {
+                    self.add_suspect(&mut out, s);
+                }
+            }
+        }
+        for (path, _) in crate::agent::repo_map::rank_files(&self.index, &focus)
+            .into_iter()
+            .take(3)
+        {
+            for symbol in self.index.file_symbols(&path) {
+                if let Some(s) = self.suspect_of(&symbol) {
+                    self.add_suspect(&mut out, s);
+                }
+            }
+        }
+        out
+    }
+
+    fn add_suspect(&self, out: &mut Vec<Suspect>, s: Suspect) {
+        if out.len() < MAX_SUSPECTS && !out.iter().any(|o| o.path == s.path && o.name == s.name) {
+            out.push(s);
+        }
+    }
+
+    /// The function around `line` (1-based) of `path`, by the index.
+    fn function_at(&self, path: &Path, line: u32) -> Option<Suspect> {
+        self.index
+            .file_symbols(path)
+            .iter()
+            .filter(|s| is_function(s.kind))
+            .filter(|s| s.range.0.line < line && line <= s.range.1.line + 1)
+            // The innermost: the one starting last.
+            .max_by_key(|s| s.range.0.line)
+            .and_then(|s| self.suspect_of(s))
+    }
+
+    /// A function the task may change, as a suspect.
+    fn suspect_of(&self, symbol: &crate::index::IndexedSymbol) -> Option<Suspect> {
+        if !is_function(symbol.kind) {
+            return None;
+        }
+        let path: PathBuf = symbol.path.to_path_buf();
+        let rel = self.files.paths.relative(&path);
+        if is_test_file(&rel)
+            || self.files.tests_kept.contains(&path)
+            || self.files.paths.check_writable(&rel, &path).is_err()
+            || crate::agent::redact::is_secret_path(&path)
+        {
+            return None;
+        }
+        Some(Suspect {
+            name: symbol.name.to_string(),
+            path: rel,
+            lines: (symbol.range.0.line + 1, symbol.range.1.line + 1),
+        })
+    }
+}
+
+fn is_function(kind: SymbolKind) -> bool {
+    matches!(
+        kind,
+        SymbolKind::Function | SymbolKind::Method | SymbolKind::Constructor
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn suspect(name: &str) -> Suspect {
+        Suspect {
+            name: name.to_owned(),
+            path: "lib.py".to_owned(),
+            lines: (1, 5),
+        }
+    }
+
+    #[test]
+    fn candidates_after_the_first_take_turns_at_the_approaches() {
+        let suspects = [suspect("parse"), suspect("helper")];
+        let approaches: Vec<(Approach, f64)> =
+            (1..=8).map(|n| approach_for(n, 0.0, &suspects)).collect();
+        assert_eq!(approaches[0], (Approach::AsSingleLine, 0.0));
+        assert_eq!(approaches[1], (Approach::ReasonFirst, 0.7));
+        assert_eq!(approaches[2], (Approach::Suspect(suspect("parse")), 0.7));
+        assert_eq!(approaches[3], (Approach::SmallestChange, 0.7));
+        assert_eq!(approaches[4], (Approach::ReasonFirst, 1.0));
+        // The second round looks at the second suspect.
+        assert_eq!(approaches[5], (Approach::Suspect(suspect("helper")), 1.0));
+        assert_eq!(approaches[6], (Approach::SmallestChange, 1.0));
+        assert_eq!(approaches[7], (Approach::ReasonFirst, 0.7));
+        // Without a suspect, a suspect's turn reasons first.
+        assert_eq!(approach_for(3, 0.0, &[]).0, Approach::ReasonFirst);
+    }
+
+    #[test]
+    fn each_approach_but_the_first_asks_for_something_different() {
+        assert_eq!(Approach::AsSingleLine.instruction(true), "");
+        let texts: Vec<String> = [
+            Approach::ReasonFirst,
+            Approach::Suspect(suspect("parse")),
+            Approach::SmallestChange,
+        ]
+        .iter()
+        .flat_map(|a| [a.instruction(true), a.instruction(false)])
+        .collect();
+        assert!(texts.iter().all(|t| t.starts_with("\n\n") && t.len() > 40));
+        assert!(texts[2].contains("`parse` (lib.py, lines 1–5)"));
+        assert!(texts[4].contains("unified diff"));
+        assert!(!texts[5].contains("diff"));
+    }
+}
