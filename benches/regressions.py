@@ -43,8 +43,12 @@ def run(args, case, case_path, since):
         os.makedirs(os.path.join(cfg, "fettle"))
         path = os.path.abspath(os.path.expanduser(args.model_path))
         with open(os.path.join(cfg, "fettle", "config.toml"), "w") as f:
+            # The model's own time limit is the task's (the default, 120 s
+            # a request, is for completions; a first prompt with a
+            # bisection's diff takes longer to read on a small CPU).
             f.write(f'[models.bench]\nprovider = "local"\npath = {json.dumps(path)}\n'
-                    f"context_tokens = {args.context_tokens}\n\n"
+                    f"context_tokens = {args.context_tokens}\n"
+                    f"total_timeout_ms = {args.timeout_s * 1000}\n\n"
                     f'[agent]\nmodel = "bench"\ntimeout_s = {args.timeout_s}\n')
         env = dict(os.environ, XDG_CONFIG_HOME=cfg, FETTLE_CACHE_DIR=os.path.join(tmp, "cache"),
                    CARGO_TARGET_DIR=os.path.join(tmp, "target"))
@@ -67,6 +71,7 @@ def run(args, case, case_path, since):
             "seconds": round(seconds, 1),
             "iterations": result.get("iterations"),
             "bisect_right": bisect.get("firstBad") == shas[case["first_bad"]] if since else None,
+            "summary": (result.get("summary") or p.stderr[-2000:])[:2000],
             "diff": (result.get("diff") or "")[:4000],
         }
 
