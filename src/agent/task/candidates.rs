@@ -56,6 +56,7 @@ struct Drafted {
 /// A candidate's verdict from its copy.
 struct Tested {
     number: u32,
+    approach: String,
     score: Option<Score>,
     passed: bool,
     /// Why it could not be tested.
@@ -265,6 +266,7 @@ impl Task {
                 stop.clone(),
                 permits.clone(),
                 number,
+                label.clone(),
             );
             jobs.spawn(job);
             drafted.push(Drafted {
@@ -307,7 +309,12 @@ impl Task {
                     Some(t) => format!("not finished: candidate {} passed first", t.number),
                     None => "not finished: the task's time ran out".to_owned(),
                 };
-                self.candidate_event(done.number, n, &why, json!({ "passed": false }));
+                self.candidate_event(
+                    done.number,
+                    n,
+                    &why,
+                    json!({ "passed": false, "approach": done.approach }),
+                );
             }
         }
         self.messages.truncate(start_len.max(1));
@@ -345,6 +352,7 @@ impl Task {
             json!({
                 "passed": done.passed,
                 "score": done.score.as_ref().map(super::score_json),
+                "approach": done.approach,
             }),
         );
         tested.push(done);
@@ -463,9 +471,11 @@ async fn test_in_copy(
     stop: CancellationToken,
     permits: Arc<tokio::sync::Semaphore>,
     number: u32,
+    approach: String,
 ) -> Tested {
     let failed = |error: String| Tested {
         number,
+        approach: approach.clone(),
         score: None,
         passed: false,
         error: Some(error),
@@ -505,6 +515,7 @@ async fn test_in_copy(
     match check::verify(&settings, &files, &read, &stop).await {
         Ok(v) if !stop.is_cancelled() => Tested {
             number,
+            approach,
             score: Some(v.score),
             passed: v.passed,
             error: None,
