@@ -62,7 +62,23 @@ fn is_check_step(step: &str) -> bool {
         .trim_start_matches(|c: char| c.is_ascii_digit())
         .trim_start_matches(['.', ')'])
         .trim()
+        .trim_start_matches('*')
         .to_lowercase();
+    // Reading and understanding are not changes either (the 1.5B's first
+    // step is often "**Understand the failure**").
+    const READS: [&str; 8] = [
+        "understand",
+        "analy",
+        "identify",
+        "investigate",
+        "read ",
+        "review",
+        "locate",
+        "look at",
+    ];
+    if READS.iter().any(|r| body.starts_with(r)) {
+        return true;
+    }
     const CHECKS: [&str; 9] = [
         "run ",
         "rerun",
@@ -283,6 +299,7 @@ mod tests {
             "2. Run pytest",
             "3. test_stats.py::test_mean should pass.",
             "4) Verify the fix",
+            "1. **Understand the Failure**: `parse` returns the wrong element",
         ] {
             assert!(super::is_check_step(check), "{check}");
         }

@@ -33,10 +33,7 @@ impl Task {
         // no better would otherwise be shown as the code to fix, and a
         // small model copies it (measured: one rewrite, then the same
         // rewrite three attempts in a row).
-        // A step of a plan need not make the tests better, only not worse.
-        let undo_equal = self.compact_prompt()
-            && self.edits_in_attempt > 0
-            && self.plan.step_in_progress().is_none();
+        let undo_equal = self.compact_prompt() && self.edits_in_attempt > 0;
         let worse = ordering == std::cmp::Ordering::Greater;
         if ordering == std::cmp::Ordering::Less {
             *best = (v.score, Some(self.files.capture()));
