@@ -56,7 +56,8 @@ impl PlanState {
 }
 
 /// A step that only runs or names a test ("Run test_x.py", "test_y should
-/// pass"): it is the verification every attempt gets, not a change.
+/// pass") — the verification every attempt gets — or only reads: not a
+/// change.
 fn is_check_step(step: &str) -> bool {
     let body = step
         .trim_start_matches(|c: char| c.is_ascii_digit())
@@ -64,22 +65,9 @@ fn is_check_step(step: &str) -> bool {
         .trim()
         .trim_start_matches('*')
         .to_lowercase();
-    // Reading and understanding are not changes either (the 1.5B's first
-    // step is often "**Understand the failure**").
-    const READS: [&str; 8] = [
-        "understand",
-        "analy",
-        "identify",
-        "investigate",
-        "read ",
-        "review",
-        "locate",
-        "look at",
-    ];
-    if READS.iter().any(|r| body.starts_with(r)) {
-        return true;
-    }
-    const CHECKS: [&str; 9] = [
+    // Running a test, and reading (the 1.5B's first step is often
+    // "**Understand the failure**").
+    const NOT_CHANGES: [&str; 17] = [
         "run ",
         "rerun",
         "re-run",
@@ -89,8 +77,16 @@ fn is_check_step(step: &str) -> bool {
         "check that the test",
         "execute the test",
         "test ",
+        "understand",
+        "analy",
+        "identify",
+        "investigate",
+        "read ",
+        "review",
+        "locate",
+        "look at",
     ];
-    CHECKS.iter().any(|c| body.starts_with(c))
+    NOT_CHANGES.iter().any(|c| body.starts_with(c))
         || body.contains("should pass")
         || body.contains("should now pass")
         || body.contains("should succeed")
