@@ -602,6 +602,8 @@ def run_task(t, args, env, workdir, mock_script):
     fenv["FETTLE_CACHE_DIR"] = os.path.join(tdir, "cache")
     fenv["XDG_CONFIG_HOME"] = config_home
     fenv.pop("FETTLE_LOG", None)
+    if args.fettle_log:
+        fenv["FETTLE_LOG"] = args.fettle_log
     test_cmd = f"python3 -m pytest -q {t.test_file}"
     cmd = [args.fettle, "fix", "--yes", "--json", "--test", test_cmd, ws]
     if args.candidates:
@@ -772,6 +774,9 @@ def main():
     ap.add_argument("--markdown", action="store_true", help="print a table of the tasks")
     ap.add_argument("--python", metavar="PY", help="the python3 (with pytest) that runs the tests")
     ap.add_argument("--keep", metavar="DIR", help="keep each task's workspace, logs and config here")
+    ap.add_argument("--fettle-log", metavar="DIRECTIVE",
+                    help="FETTLE_LOG for fettle fix (e.g. fettle::model=debug: the engine's prefill and "
+                         "generation times per turn in each task's stderr.log, with --keep)")
     ap.add_argument("--include-excluded", action="store_true", help="also run the programs excluded as unsound")
     args = ap.parse_args()
 

@@ -2,7 +2,7 @@
 //! hotter alone gives a small model the same wrong answer three times, so
 //! each candidate after the first is also asked for a different approach —
 //! name the wrong line before fixing it, look hardest at another suspect
-//! function, or change as few lines as possible as a diff — appended to
+//! function, or change as few lines as possible — appended to
 //! the message it drafts from. The tests choose among them all the same.
 
 use std::path::{Path, PathBuf};
@@ -29,7 +29,8 @@ pub(super) enum Approach {
     ReasonFirst,
     /// The fix looked for in one suspect function first.
     Suspect(Suspect),
-    /// As few lines changed as possible, as a diff (or a narrow edit).
+    /// As few lines changed as possible (one or two in a whole function, or
+    /// a narrow edit).
     SmallestChange,
 }
 
@@ -65,7 +66,9 @@ impl Approach {
                 "The fault may not be where the failure shows it: look hardest at `{}` ({}, lines {}–{}). Read it line by line against what the failing test expects and change it where it is wrong.",
                 s.name, s.path, s.lines.0, s.lines.1
             ),
-            (Approach::SmallestChange, true) => "Change as few lines as possible: answer with a unified diff (`--- a/PATH`, `+++ b/PATH`, `@@` hunks) of only the lines that change, in one fenced block.".to_owned(),
+            // Not as a diff: the 1.5B's diffs quoted elisions and could not
+            // be applied; a whole function with one or two lines changed can.
+            (Approach::SmallestChange, true) => "Change as few lines as possible — one or two — and keep every other line exactly as it is: answer with the whole function in one fenced code block.".to_owned(),
             (Approach::SmallestChange, false) => "Change as few lines as possible: one edit whose search text is only the lines that change.".to_owned(),
         };
         format!("\n\n{text}")
@@ -227,7 +230,7 @@ mod tests {
         .collect();
         assert!(texts.iter().all(|t| t.starts_with("\n\n") && t.len() > 40));
         assert!(texts[2].contains("`parse` (lib.py, lines 1–5)"));
-        assert!(texts[4].contains("unified diff"));
-        assert!(!texts[5].contains("diff"));
+        assert!(texts[4].contains("one or two") && texts[4].contains("whole function"));
+        assert!(texts[5].contains("one edit"));
     }
 }

@@ -25,6 +25,10 @@ use crate::model::Message;
 /// The plan's length: steps, and tokens for the answer.
 const MAX_STEPS: usize = 8;
 const PLAN_MAX_TOKENS: u32 = 384;
+/// The temperature of a revision asked for again after it repeated the plan.
+const REVISE_AGAIN_TEMPERATURE: f64 = 0.7;
+/// Failing tests named in a revision's request.
+const MAX_FAILING_NAMED: usize = 5;
 
 const PLAN_INSTRUCTION: &str = "Before changing anything, write a short plan: at most six numbered steps, one line each, naming the file and function each step changes, ending with the test that should pass. No code, no tool calls.";
 
@@ -96,7 +100,7 @@ impl Task {
     /// The first plan (see the module's text); `Err` when the user declined it.
     pub(super) async fn make_plan(&mut self, first: &str) -> Result<(), StopCause> {
         self.status("Planning");
-        let steps = self.ask_for_plan(first, PLAN_INSTRUCTION).await;
+        let steps = self.ask_for_plan(first, PLAN_INSTRUCTION, 0.0).await;
         if steps.is_empty() {
             self.status("The model gave no plan; going on without one");
             return Ok(());
@@ -142,7 +146,10 @@ impl Task {
         self.plan.done = self.plan.steps.len();
     }
 
-    /// After a failed attempt: the plan corrected with what failed.
+    /// After a failed attempt: the plan corrected with what failed and the
+    /// tests still failing. Greedily the 1.5B gave back the same plan after
+    /// each failure, so a revision that repeats the plan is asked for once
+    /// more, sampled and told it must change.
     async fn revise_plan(&mut self, v: &Verification) {
         if self.plan.steps.is_empty() || self.check_budget().is_err() {
             return;
@@ -153,13 +160,23 @@ impl Task {
             1 => " Step 1 is done: keep it first.".to_owned(),
             k => format!(" Steps 1–{k} are done: keep them first."),
         };
+        let failing = still_failing(v);
         let instruction = format!(
-            "The last attempt failed: {}. Revise the plan: keep the steps that still hold, correct or add the ones that failed.{kept} At most six numbered steps, one line each; no code.",
+            "The last attempt failed: {}.{failing} Revise the plan: keep the steps that still hold, correct or add the ones that failed.{kept} At most six numbered steps, one line each; no code.",
             prompt::defuse(&failure)
         );
         let brief = format!("{}{}", self.brief, self.plan_for_prompt());
-        let steps = self.ask_for_plan(&brief, &instruction).await;
+        let mut steps = self.ask_for_plan(&brief, &instruction, 0.0).await;
+        if steps == self.plan.steps && self.check_budget().is_ok() {
+            let insist = format!(
+                "{instruction} This plan has already failed as it is: the revised plan must differ — aim a step at what the still-failing tests check, in code the plan does not name yet if need be."
+            );
+            steps = self
+                .ask_for_plan(&brief, &insist, REVISE_AGAIN_TEMPERATURE)
+                .await;
+        }
         if steps.is_empty() || steps == self.plan.steps {
+            self.status("The plan stays as it was (its revision came back the same)");
             return;
         }
         self.plan.steps = steps;
@@ -208,7 +225,12 @@ impl Task {
 
     /// One words-only turn with `context` (the task's first message) and
     /// `instruction`: its numbered lines.
-    async fn ask_for_plan(&mut self, context: &str, instruction: &str) -> Vec<String> {
+    async fn ask_for_plan(
+        &mut self,
+        context: &str,
+        instruction: &str,
+        temperature: f64,
+    ) -> Vec<String> {
         let system = match self.compact_prompt() {
             true => self.boundary.local_system_prompt(),
             false => self.boundary.system_prompt(),
@@ -219,7 +241,7 @@ impl Task {
         ];
         let model = self.model.clone();
         let text = match self
-            .words_only_turn(&model, messages, PLAN_MAX_TOKENS)
+            .words_only_turn(&model, messages, PLAN_MAX_TOKENS, temperature)
             .await
         {
             Ok(text) => text,
@@ -230,6 +252,25 @@ impl Task {
         };
         numbered_steps(&text)
     }
+}
+
+/// " Still failing: a, b, c." (the tests of the last run), or empty.
+fn still_failing(v: &Verification) -> String {
+    let Some(report) = v.report.as_ref().filter(|r| !r.failing_tests.is_empty()) else {
+        return String::new();
+    };
+    let names: Vec<String> = report
+        .failing_tests
+        .iter()
+        .take(MAX_FAILING_NAMED)
+        .map(|t| format!("`{}`", prompt::defuse(t)))
+        .collect();
+    let more = report.failing_tests.len().saturating_sub(MAX_FAILING_NAMED);
+    let more = match more {
+        0 => String::new(),
+        k => format!(" and {k} more"),
+    };
+    format!(" Still failing: {}{more}.", names.join(", "))
 }
 
 /// `1. …`, `2) …`, `- …` lines (at most [`MAX_STEPS`]), renumbered.

@@ -171,7 +171,7 @@ impl Task {
         let messages = vec![Message::system(REVIEWER_SYSTEM), Message::user(user)];
         let model = self.reviewer.clone().unwrap_or_else(|| self.model.clone());
         let text = self
-            .words_only_turn(&model, messages, REVIEW_MAX_TOKENS)
+            .words_only_turn(&model, messages, REVIEW_MAX_TOKENS, 0.0)
             .await
             .map_err(|why| {
                 tracing::warn!(%why, "no answer from the reviewer");

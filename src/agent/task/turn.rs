@@ -202,8 +202,9 @@ fn retryable_note(err: &ModelError) -> Option<String> {
 }
 
 impl Task {
-    /// A turn outside the conversation, in words only (no tools), greedy:
-    /// the plan, the review. Redacted like every prompt; tokens counted;
+    /// A turn outside the conversation, in words only (no tools), at
+    /// `temperature` (greedy but for a plan asked again after it came back
+    /// unchanged): the plan, the review. Redacted like every prompt; tokens counted;
     /// stops at cancellation and the deadline. `Err` says why there is no
     /// answer.
     pub(super) async fn words_only_turn(
@@ -211,6 +212,7 @@ impl Task {
         model: &crate::model::Model,
         mut messages: Vec<crate::model::Message>,
         max_tokens: u32,
+        temperature: f64,
     ) -> Result<String, String> {
         for m in &mut messages {
             // Nothing secret leaves the machine, these turns included.
@@ -223,7 +225,7 @@ impl Task {
             tools: Vec::new(),
             options: GenOptions {
                 max_tokens: Some(max_tokens),
-                temperature: Some(0.0),
+                temperature: Some(temperature),
                 stop: Vec::new(),
                 latency_target: None,
             },
