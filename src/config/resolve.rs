@@ -5,7 +5,8 @@ use serde_json::Value;
 
 use super::gate;
 use super::schema::{
-    Config, Provider, BUILTIN_MODEL, DEFAULT_CODER_MODEL, DEFAULT_COMPLETION_CODER,
+    Config, Provider, BUILTIN_MODEL, CODER_TOTAL_TIMEOUT_MS, DEFAULT_CODER_MODEL,
+    DEFAULT_COMPLETION_CODER,
 };
 use super::text::{did_you_mean, humanize, join_path, lookup, Seg};
 use super::validate::{validate, Finding};
@@ -70,6 +71,13 @@ pub(crate) fn resolve(
 
     fill_default_base_urls(&mut config);
     let is_default = |segs: &[Seg]| origin(segs) == Source::Default;
+    // Set by a layer itself, not inherited from a table a layer set.
+    let set_exactly = |segs: &[Seg]| {
+        stack
+            .iter()
+            .any(|l| l.source != &default_source && lookup(&l.value, segs).is_some())
+    };
+    fill_local_total_timeouts(&mut config, &set_exactly);
     if installed_defaults {
         prefer_installed_coder(&mut config, &is_default);
     }
@@ -238,6 +246,23 @@ pub(crate) fn leaves(value: &Value) -> Vec<Vec<Seg>> {
     let mut out = Vec::new();
     walk(value, &mut Vec::new(), &mut out);
     out
+}
+
+/// An embedded model's turn is limited by the task's own budget, not the
+/// two minutes fit for a server: an agent turn prefills thousands of
+/// tokens on a CPU (a user's own 1.5B GGUF ran out of 120 s on its first
+/// plan turn). Only where no layer set the limit.
+fn fill_local_total_timeouts(config: &mut Config, set_exactly: &dyn Fn(&[Seg]) -> bool) {
+    for (name, model) in &mut config.models {
+        let key = [
+            Seg::Key("models".to_owned()),
+            Seg::Key(name.clone()),
+            Seg::Key("total_timeout_ms".to_owned()),
+        ];
+        if model.provider == Provider::Local && !set_exactly(&key) {
+            model.total_timeout_ms = model.total_timeout_ms.max(CODER_TOTAL_TIMEOUT_MS);
+        }
+    }
 }
 
 fn fill_default_base_urls(config: &mut Config) {

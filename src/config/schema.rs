@@ -255,6 +255,8 @@ impl ModelConfig {
     pub fn builtin_local() -> Self {
         Self {
             path: Some(DEFAULT_LOCAL_MODEL_PATH.to_string()),
+            // As every embedded model's (see `config::resolve`).
+            total_timeout_ms: CODER_TOTAL_TIMEOUT_MS,
             ..Self::new(Provider::Local)
         }
     }

@@ -303,6 +303,24 @@ fn user_may_override_the_builtin_model() {
 }
 
 #[test]
+fn an_embedded_model_left_unset_gets_the_agents_time_limit() {
+    let mut layers = ConfigLayers::default();
+    layers.set(
+        user(),
+        json!({"models": {
+            "mine": {"provider": "local", "path": "/m/coder.gguf"},
+            "tight": {"provider": "local", "path": "/m/coder.gguf", "total_timeout_ms": 90000},
+            "remote": {"provider": "openai", "model": "m"}
+        }}),
+    );
+    let models = layers.resolve().unwrap().config.models;
+    // A turn of the agent prefills thousands of tokens on a CPU: minutes.
+    assert_eq!(models["mine"].total_timeout_ms, 600_000);
+    assert_eq!(models["tight"].total_timeout_ms, 90_000);
+    assert_eq!(models["remote"].total_timeout_ms, 120_000);
+}
+
+#[test]
 fn failed_resolve_changes_nothing_and_keeps_no_partial_state() {
     let mut layers = five_layers();
     let good = layers.resolve().unwrap();

@@ -100,11 +100,19 @@ impl Task {
     /// The first plan (see the module's text); `Err` when the user declined it.
     pub(super) async fn make_plan(&mut self, first: &str) -> Result<(), StopCause> {
         self.status("Planning");
-        let steps = self.ask_for_plan(first, PLAN_INSTRUCTION, 0.0).await;
-        if steps.is_empty() {
-            self.status("The model gave no plan; going on without one");
-            return Ok(());
-        }
+        let steps = match self.ask_for_plan(first, PLAN_INSTRUCTION, 0.0).await {
+            Ok(steps) if !steps.is_empty() => steps,
+            Ok(_) => {
+                self.status("The model's answer had no numbered steps; going on without a plan");
+                return Ok(());
+            }
+            // The cause reaches the user, not only the log (a model's time
+            // limit hid here once).
+            Err(why) => {
+                self.status(&format!("No plan: {why}; going on without one"));
+                return Ok(());
+            }
+        };
         self.plan.steps = steps;
         self.plan_event("Plan");
         if self.spec.plan_approval {
@@ -166,14 +174,18 @@ impl Task {
             prompt::defuse(&failure)
         );
         let brief = format!("{}{}", self.brief, self.plan_for_prompt());
-        let mut steps = self.ask_for_plan(&brief, &instruction, 0.0).await;
+        let mut steps = self
+            .ask_for_plan(&brief, &instruction, 0.0)
+            .await
+            .unwrap_or_default();
         if steps == self.plan.steps && self.check_budget().is_ok() {
             let insist = format!(
                 "{instruction} This plan has already failed as it is: the revised plan must differ — aim a step at what the still-failing tests check, in code the plan does not name yet if need be."
             );
             steps = self
                 .ask_for_plan(&brief, &insist, REVISE_AGAIN_TEMPERATURE)
-                .await;
+                .await
+                .unwrap_or_default();
         }
         if steps.is_empty() || steps == self.plan.steps {
             self.status("The plan stays as it was (its revision came back the same)");
@@ -224,13 +236,13 @@ impl Task {
     }
 
     /// One words-only turn with `context` (the task's first message) and
-    /// `instruction`: its numbered lines.
+    /// `instruction`: its numbered lines; `Err` says why there is no answer.
     async fn ask_for_plan(
         &mut self,
         context: &str,
         instruction: &str,
         temperature: f64,
-    ) -> Vec<String> {
+    ) -> Result<Vec<String>, String> {
         let system = match self.compact_prompt() {
             true => self.boundary.local_system_prompt(),
             false => self.boundary.system_prompt(),
@@ -240,17 +252,11 @@ impl Task {
             Message::user(format!("{context}\n\n{instruction}")),
         ];
         let model = self.model.clone();
-        let text = match self
+        let text = self
             .words_only_turn(&model, messages, PLAN_MAX_TOKENS, temperature)
             .await
-        {
-            Ok(text) => text,
-            Err(why) => {
-                tracing::warn!(%why, "no plan from the model");
-                return Vec::new();
-            }
-        };
-        numbered_steps(&text)
+            .inspect_err(|why| tracing::warn!(%why, "no plan from the model"))?;
+        Ok(numbered_steps(&text))
     }
 }
 
