@@ -72,6 +72,9 @@ struct Expect {
     /// `[JSON pointer, value]`: fields of the result (`/candidates/0/passed`).
     #[serde(default)]
     result_has: Vec<(String, Value)>,
+    /// Substrings of the progress the user reads on stderr.
+    #[serde(default)]
+    stderr_contains: Vec<String>,
 }
 
 /// A JSON pointer where `-1` is an array's last element.
@@ -155,6 +158,11 @@ fn run_scenario(dir: &Path) -> Result<(), String> {
         )));
     }
     let summary = result["summary"].as_str().unwrap_or("");
+    for want in &expect.stderr_contains {
+        if !stderr.contains(want.as_str()) {
+            return Err(context(format!("stderr lacks {want:?}")));
+        }
+    }
     for want in &expect.summary_contains {
         if !summary.contains(want.as_str()) {
             return Err(context(format!("summary lacks {want:?}:\n{summary}")));

@@ -64,6 +64,8 @@ fixture_tests! {
     cargo_compile_error: "cargo-compile-error" in "cargo-shapes";
     pytest_fail: "pytest-fail" in "pytest-mathx";
     pytest_collect: "pytest-collect" in "pytest-collect";
+    pytest_subtests: "pytest-subtests" in "pytest-subtests";
+    pytest_subtests_verbose: "pytest-subtests-verbose" in "pytest-subtests";
     node_tap: "node-tap" in "node-cart";
     node_spec: "node-spec" in "node-cart";
     node_esm: "node-esm" in "node-money";
@@ -143,6 +145,32 @@ fn pytest_drops_stdlib_frames() {
         .messages
         .iter()
         .any(|m| m.starts_with("test_mean: assert 2.0 == 3")));
+}
+
+#[test]
+fn pytest_9_subtests_are_read() {
+    // `7 failed, 2 passed, 1 skipped, 3 subtests passed in 0.05s`: the
+    // closing line with a two-word count was once not recognised at all.
+    for case in ["pytest-subtests", "pytest-subtests-verbose"] {
+        let (r, _) = parse_fixture(case, "pytest-subtests");
+        assert_eq!(r.runner, Some("pytest"), "{case}");
+        assert_eq!((r.passed, r.failed), (Some(2), Some(7)), "{case}");
+        // A unittest subTest's parent is never `FAILED`: only its
+        // `SUBFAILED(side=1) …` lines name it.
+        assert_eq!(
+            r.failing_tests,
+            [
+                "test_shapes.py::test_perimeter",
+                "test_shapes.py::PerimeterCase::test_square",
+                "test_shapes.py::test_plain"
+            ],
+            "{case}"
+        );
+        assert!(
+            r.frames.contains(&frame("test_shapes.py", 33, None)),
+            "{case}"
+        );
+    }
 }
 
 #[test]

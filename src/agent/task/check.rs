@@ -71,6 +71,9 @@ impl Score {
 /// [`Verification::first_problem`]'s size: an assertion and its `where`.
 const FIRST_PROBLEM_LINES: usize = 2;
 const FIRST_PROBLEM_CHARS: usize = 240;
+/// What the user is shown of a test run whose results could not be read.
+const UNREAD_TAIL_LINES: usize = 6;
+const UNREAD_LINE_CHARS: usize = 200;
 
 pub struct Verification {
     pub passed: bool,
@@ -190,6 +193,39 @@ impl Verification {
             "{}: {}",
             if self.passed { "passed" } else { "failed" },
             self.score.describe()
+        )
+    }
+
+    /// The headline, and when the test command's output could not be read
+    /// as test results, its status and last lines: for the user, whom the
+    /// counts alone would not tell that, say, `pytest` is not installed.
+    pub fn headline_for_user(&self) -> String {
+        let headline = self.headline();
+        let Some(outcome) = self.outcome.as_ref().filter(|_| self.score.broken) else {
+            return headline;
+        };
+        let described = outcome.describe();
+        let status = first_line(&described);
+        let lines: Vec<&str> = outcome
+            .output
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        let tail = &lines[lines.len().saturating_sub(UNREAD_TAIL_LINES)..];
+        if tail.is_empty() {
+            return format!("{headline} ({status})");
+        }
+        let tail: Vec<String> = tail
+            .iter()
+            .map(|l| match l.char_indices().nth(UNREAD_LINE_CHARS) {
+                Some((cut, _)) => format!("  {}…", &l[..cut]),
+                None => format!("  {l}"),
+            })
+            .collect();
+        format!(
+            "{headline} ({status}); its last lines:\n{}",
+            tail.join("\n")
         )
     }
 }

@@ -280,7 +280,7 @@ impl Task {
         self.keep_failing_tests(&baseline);
         self.event(
             EventKind::Verify,
-            format!("Before any change: {}", baseline.headline()),
+            format!("Before any change: {}", baseline.headline_for_user()),
             json!({ "iteration": 0, "passed": baseline.passed, "score": score_json(&baseline.score) }),
         );
         if baseline.passed && self.spec.nothing_to_do_when_passing() {

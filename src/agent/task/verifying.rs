@@ -69,7 +69,7 @@ impl Task {
         }
         self.event(
             EventKind::Verify,
-            format!("Iteration {iteration}: {}", v.headline()),
+            format!("Iteration {iteration}: {}", v.headline_for_user()),
             json!({
                 "iteration": iteration,
                 "passed": v.passed,

@@ -1,19 +1,28 @@
 //! pytest output (`-q` or not): the short summary, `E` lines, traceback
-//! locations and the closing counts line.
+//! locations and the closing counts line. pytest 9's subtests too: a
+//! `SUBFAILED[msg] (k=v) path::test - …` line names its test (a unittest
+//! `subTest`'s parent is never `FAILED`), and the closing line may count
+//! `N subtests passed`.
 
 use super::{dedent, frames_in_line, num, patterns};
 use crate::agent::verify::report::Builder;
 
 patterns!(Re {
     summary = r"^(FAILED|ERROR) (\S+)(?: - (.*))?$",
+    // `SUBFAILED[perimeter] (w=1, h=1) test_x.py::test_p - assert 3 == 4`,
+    // `SUBFAILED(side=2) test_x.py::Case::test_s - AssertionError...`.
+    sub_summary = r"^SUBFAILED(?:\[[^\]]*\])?\s*(?:\([^)]*\))?\s+(\S+::\S+)(?: - (.*))?$",
     // `____ test_name ____` or `____ ERROR collecting tests/x.py ____`.
     header = r"^_{3,} (.+?) _{3,}$",
     e_line = r"^E(?:\s|$)",
     // `tests/test_x.py:12: AssertionError` or `mathx/core.py:9: in f`.
     location = r"^(\S+\.py):(\d+): ",
-    counts = r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)\b",
-    // The closing line: `3 failed, 1 passed in 0.06s`, maybe in `=` rules.
-    final_line = r"^=*\s*(\d+ \w+(?:, \d+ \w+)*) in [\d.]+s(?: \([^)]*\))?\s*=*$",
+    // Whole tests only: `12 subtests passed` is not counted (a failed
+    // subtest is already in `failed`, pytest 9 counts it there).
+    counts = r"(?:^|, )(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?)\b",
+    // The closing line: `3 failed, 1 passed in 0.06s`, maybe in `=` rules;
+    // pytest 9 adds two-word counts (`11447 subtests passed`).
+    final_line = r"^=*\s*(\d+ \w+(?: \w+)?(?:, \d+ \w+(?: \w+)?)*) in [\d.]+s(?: \([^)]*\))?\s*=*$",
 });
 
 /// The counts part of pytest's closing line, if the output has one.
@@ -41,6 +50,8 @@ pub(super) fn parse(output: &str, b: &mut Builder) -> Option<()> {
             frames_in_line(line, b);
         } else if let Some(c) = re.summary.captures(line) {
             b.failing(&c[2]);
+        } else if let Some(c) = re.sub_summary.captures(line) {
+            b.failing(&c[1]);
         } else if let Some(c) = re.location.captures(line) {
             b.frame(&c[1], num(&c[2]), None);
         } else if line.contains("File \"") {
