@@ -132,15 +132,11 @@ fn focus_from_a_failing_test() {
             "app/shipping.py"
         ]
     );
+    // Not `test_compute_total`: a test's name points at tests, and its
+    // file is a focus path already.
     assert_eq!(
         focus.identifiers,
-        [
-            "test_compute_total",
-            "compute_total",
-            "apply_discount",
-            "subtotal",
-            "parse_pairs"
-        ]
+        ["compute_total", "apply_discount", "subtotal", "parse_pairs"]
     );
     let map = repo_map(&index, root, &focus, 200);
     insta::assert_snapshot!("focused_on_failure", map);
@@ -210,4 +206,85 @@ fn an_empty_index_gives_a_short_note() {
     assert_eq!(map, "(repo map: no source files are indexed)");
     assert!(rank_files(&index, &Focus::default()).is_empty());
     assert_eq!(repo_map(&index, &root, &Focus::default(), 2), "");
+}
+
+/// A package whose tests are one big file (as more-itertools' are), every
+/// test calling into the code; a failing test with a common name.
+fn big_test_file_project() -> (TempDir, WorkspaceIndex) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::create_dir_all(root.join("pkg")).unwrap();
+    fs::create_dir_all(root.join("tests")).unwrap();
+    let mut tests = String::from("from pkg.core import *\nfrom pkg.text import *\n\n");
+    for i in 0..60 {
+        tests.push_str(&format!(
+            "class Case{i}:\n    def setUp(self):\n        self.x = {i}\n\n    def test_basic(self):\n        assert chunked([{i}]) == split_words('{i}')\n\n"
+        ));
+    }
+    fs::write(root.join("tests/test_more.py"), tests).unwrap();
+    fs::write(
+        root.join("tests/test_other.py"),
+        "class Other:\n    def test_basic(self):\n        assert True\n",
+    )
+    .unwrap();
+    let mut core = String::from("def chunked(xs, n=2):\n    return _step(xs, n)\n\n");
+    for i in 0..40 {
+        core.push_str(&format!(
+            "def helper_{i}(xs, n=2):\n    return _step(xs, n)\n\n"
+        ));
+    }
+    core.push_str("def _step(xs, n):\n    return list(xs)[::n]\n");
+    fs::write(root.join("pkg/core.py"), core).unwrap();
+    fs::write(
+        root.join("pkg/text.py"),
+        "from pkg.core import chunked\n\ndef split_words(s):\n    return chunked(s.split())\n\ndef join_words(ws):\n    return ' '.join(ws)\n",
+    )
+    .unwrap();
+    let index = WorkspaceIndex::new(IndexSettings {
+        threads: 2,
+        ..IndexSettings::default()
+    });
+    index.index_roots(&[root.to_path_buf()], &|_| {}, &CancellationToken::new());
+    (dir, index)
+}
+
+#[test]
+fn a_big_test_file_does_not_fill_the_map_and_test_names_are_not_focus() {
+    let (dir, index) = big_test_file_project();
+    let root = dir.path();
+    let output = "FAILED tests/test_more.py::Case3::test_basic - assert [3] == ['4']\n\
+                  E   AssertionError in setUp\n";
+    let focus = Focus::from_text(output, root, &index);
+    // `test_basic` and `setUp` are defined all over the tests: neither is a
+    // name to look for the bug by.
+    assert!(
+        !focus
+            .identifiers
+            .iter()
+            .any(|i| i == "test_basic" || i == "setUp"),
+        "{:?}",
+        focus.identifiers
+    );
+    let budget = 300;
+    let map = repo_map(&index, root, &focus, budget);
+    assert!(estimate(&map) <= budget);
+    // The code the tests call is in the map beside the test file…
+    for name in ["def chunked", "def split_words"] {
+        assert!(map.contains(name), "{name} missing:\n{map}");
+    }
+    // …and, the code having more to show than the budget holds, the test
+    // file's lines take no more than its share.
+    assert!(map.contains("more files not shown") || map.contains("helper_"));
+    let test_lines: String = map
+        .lines()
+        .skip_while(|l| *l != "tests/test_more.py:")
+        .skip(1)
+        .take_while(|l| l.starts_with(' '))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        estimate(&test_lines) <= budget / 6 + 20,
+        "the test file took {} of {budget} tokens:\n{map}",
+        estimate(&test_lines)
+    );
 }

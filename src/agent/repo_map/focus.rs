@@ -24,6 +24,33 @@ const STOP_WORDS: &[&str] = &[
     "line", "file", "failed", "passed", "panicked", "thread", "main",
 ];
 
+/// Test fixtures' and hooks' names, defined in many test files.
+const TEST_NAMES: &[&str] = &[
+    "setUp",
+    "tearDown",
+    "setUpClass",
+    "tearDownClass",
+    "setUpModule",
+    "tearDownModule",
+    "setup_method",
+    "teardown_method",
+    "setup_function",
+    "teardown_function",
+    "setup_module",
+    "teardown_module",
+    "setup_class",
+    "teardown_class",
+    "beforeEach",
+    "afterEach",
+    "beforeAll",
+    "afterAll",
+];
+
+fn in_tests(path: &Path, root: &Path) -> bool {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    crate::agent::verify::is_test_file(&rel.to_string_lossy())
+}
+
 /// `dir/file.ext`, `./x.py`, `C:\a\b.rs`, optionally followed by `:line`.
 static PATH: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(r"(?:[A-Za-z]:)?[\w./\\~+@\-]*\w\.[A-Za-z0-9]{1,12}\b")
@@ -71,6 +98,11 @@ pub(super) fn from_text(text: &str, root: &Path, index: &WorkspaceIndex) -> Focu
                 .map(|d| d.path)
                 .collect();
             files.dedup();
+            // A test's own name (`test_basic`, `setUp`) points at tests, not
+            // at the code they test; the failing test's file is in `paths`.
+            if TEST_NAMES.contains(&word) || files.iter().all(|f| in_tests(f, root)) {
+                continue;
+            }
             if (1..=MAX_DEFINERS).contains(&files.len()) {
                 focus.identifiers.push(word.to_owned());
                 if focus.identifiers.len() == MAX_IDENTIFIERS {

@@ -98,13 +98,7 @@ fn repo_map_here(
             String::new()
         };
     }
-    let map = Candidates::collect(
-        index,
-        root,
-        &graph,
-        focus,
-        budget_tokens / MIN_LINE_TOKENS + 1,
-    );
+    let map = Candidates::collect(index, root, &graph, focus, budget_tokens);
     // Largest prefix of the ranked definitions whose rendering fits.
     let (mut lo, mut hi) = (0, map.ranked.len());
     while lo < hi {
@@ -139,8 +133,9 @@ impl Candidates {
         root: &Path,
         graph: &Graph,
         focus: &Focus,
-        limit: usize,
+        budget_tokens: usize,
     ) -> Candidates {
+        let limit = budget_tokens / MIN_LINE_TOKENS + 1;
         let flow = graph.definition_flow();
         let focused: HashSet<&str> = focus.identifiers.iter().map(String::as_str).collect();
         let mut files = Vec::new();
@@ -181,10 +176,14 @@ impl Candidates {
         }
         // Ties: earlier file in map order, then document order.
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
-        scored.truncate(limit);
+        let ranked = balance(
+            &files,
+            scored.into_iter().map(|(_, f, s)| (f, s)),
+            budget_tokens,
+        );
         Candidates {
             files,
-            ranked: scored.into_iter().map(|(_, f, s)| (f, s)).collect(),
+            ranked: ranked.into_iter().take(limit).collect(),
         }
     }
 
@@ -223,6 +222,48 @@ impl Candidates {
         }
         out
     }
+}
+
+/// The share of the budget one file's lines may take before every other
+/// file's candidates had their turn: a file of 59 tests once filled the
+/// whole map. Test files get less: their definitions are rarely the fix.
+const FILE_BUDGET_SHARE: f64 = 1.0 / 3.0;
+const TEST_FILE_BUDGET_SHARE: f64 = 1.0 / 6.0;
+
+/// `ranked` reordered in rounds: in round `r` a file shows what fits in
+/// `r + 1` of its shares, so a file's lines past its share come after every
+/// other file's within theirs (rank order inside a round), and a test
+/// file's lines past its share after all the code's: a big file is still
+/// shown when the budget is left over, never instead of another file's
+/// definitions.
+fn balance(
+    files: &[FileEntry],
+    ranked: impl Iterator<Item = (usize, usize)>,
+    budget_tokens: usize,
+) -> Vec<(usize, usize)> {
+    let is_test: Vec<bool> = files
+        .iter()
+        .map(|f| crate::agent::verify::is_test_file(&f.display))
+        .collect();
+    let share = |file: usize| {
+        let fraction = match is_test[file] {
+            true => TEST_FILE_BUDGET_SHARE,
+            false => FILE_BUDGET_SHARE,
+        };
+        ((budget_tokens as f64 * fraction) as usize).max(1)
+    };
+    let mut used: HashMap<usize, usize> = HashMap::new();
+    let mut rounds: Vec<((bool, usize), (usize, usize))> = ranked
+        .map(|(file, sym)| {
+            let spent = used.entry(file).or_insert(0);
+            let round = *spent / share(file);
+            *spent += estimate(&signature(&files[file].symbols[sym])) + 2;
+            ((round > 0 && is_test[file], round), (file, sym))
+        })
+        .collect();
+    // Stable: rank order within a round.
+    rounds.sort_by_key(|&(round, _)| round);
+    rounds.into_iter().map(|(_, entry)| entry).collect()
 }
 
 /// Each symbol's enclosing symbol and depth; `symbols` is in document

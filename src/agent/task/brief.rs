@@ -12,18 +12,13 @@ use super::{
 };
 
 impl Task {
-    pub(super) fn first_message(&self, baseline: &Verification) -> String {
-        let focus_excerpt = self.spec.focus.as_ref().and_then(|focus| {
-            let text = self.files.text(&focus.path)?;
-            let rel = self.files.paths.relative(&focus.path);
-            let lines: Vec<&str> = text.lines().collect();
-            let (start, end) = match focus.lines {
-                Some((a, b)) => (a.max(1) as usize, (b as usize).min(lines.len())),
-                None => (1, lines.len().min(200)),
-            };
-            let numbered = tools::numbered(&lines, start, end);
-            Some(self.boundary.data("file", &rel, &numbered))
-        });
+    /// What the goal, the focus range and the failing output point at: the
+    /// first message's map, and the `repo_map` tool's when asked with no
+    /// focus.
+    pub(super) fn focus_of_failure(
+        &self,
+        baseline: &Verification,
+    ) -> crate::agent::repo_map::Focus {
         let mut focus = crate::agent::repo_map::Focus::from_text(
             &format!("{}\n{}", self.spec.goal, baseline.for_model(None)),
             self.files.root(),
@@ -41,6 +36,22 @@ impl Task {
             focus.paths.extend(more.paths);
             focus.identifiers.extend(more.identifiers);
         }
+        focus
+    }
+
+    pub(super) fn first_message(&self, baseline: &Verification) -> String {
+        let focus_excerpt = self.spec.focus.as_ref().and_then(|focus| {
+            let text = self.files.text(&focus.path)?;
+            let rel = self.files.paths.relative(&focus.path);
+            let lines: Vec<&str> = text.lines().collect();
+            let (start, end) = match focus.lines {
+                Some((a, b)) => (a.max(1) as usize, (b as usize).min(lines.len())),
+                None => (1, lines.len().min(200)),
+            };
+            let numbered = tools::numbered(&lines, start, end);
+            Some(self.boundary.data("file", &rel, &numbered))
+        });
+        let focus = self.focus_of_failure(baseline);
         let local = self.compact_prompt();
         let map_tokens = if local { LOCAL_REPO_MAP_TOKENS } else { 1024 };
         let map =

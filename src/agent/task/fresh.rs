@@ -95,6 +95,7 @@ impl Task {
     /// the attempt was rolled back (the brief of the state restored holds).
     pub(super) fn fresh_conversation(&mut self, current: Option<&Verification>) {
         if let Some(v) = current {
+            self.failure_focus = self.focus_of_failure(v);
             self.brief = self.first_message(v);
         }
         let mut text = self.brief.clone();

@@ -168,6 +168,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         attempt_notes: Vec::new(),
         candidate: None,
         suspects: Vec::new(),
+        failure_focus: Default::default(),
         candidate_log: Vec::new(),
         copy_area: None,
         review: Default::default(),
@@ -249,6 +250,8 @@ pub(crate) struct Task {
     candidate: Option<(u32, f64)>,
     /// The functions the failure may come from (the candidates' hints).
     suspects: Vec<approaches::Suspect>,
+    /// What the failure points at: the `repo_map` tool's default focus.
+    failure_focus: crate::agent::repo_map::Focus,
     /// Each candidate's verdict, for the result.
     candidate_log: Vec<serde_json::Value>,
     /// Where the candidates' copies of the workspace go; `None`: a single
@@ -315,6 +318,7 @@ impl Task {
                 return self.finish(cause, Some(&baseline)).await;
             }
         }
+        self.failure_focus = self.focus_of_failure(&baseline);
         let mut first = self.first_message(&baseline);
         if let Some(note) = self.command_note.take() {
             // It names files, which the workspace named.

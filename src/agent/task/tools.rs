@@ -51,7 +51,7 @@ pub fn definitions() -> Vec<ToolDef> {
         })),
         def("repo_map", "A ranked outline of the workspace's files and definitions, most relevant to the focus first.", json!({
             "type": "object",
-            "properties": { "focus": { "type": "array", "items": { "type": "string" }, "description": "paths or identifiers to center the map on" } }
+            "properties": { "focus": { "type": "array", "items": { "type": "string" }, "description": "paths or identifiers to center the map on; none: the task's failure" } }
         })),
         def("find_symbol", "Where a function, type, class or other symbol is defined: path, line, kind, signature.", json!({
             "type": "object",
@@ -416,6 +416,16 @@ impl Task {
 
     fn tool_repo_map(&self, call: &ToolCall) -> Result<String, String> {
         let p: RepoMapParams = parse(call)?;
+        // No focus given: the task's failure (what its tests' output and
+        // the goal point at), not a map of nothing in particular.
+        if p.focus.is_empty() {
+            return Ok(repo_map(
+                &self.index,
+                self.files.root(),
+                &self.failure_focus,
+                REPO_MAP_TOKENS,
+            ));
+        }
         let mut focus = Focus {
             paths: Vec::new(),
             identifiers: Vec::new(),
