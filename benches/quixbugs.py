@@ -749,6 +749,24 @@ def summarize(records, total):
 # ------------------------------------------------------------------ main
 
 
+def wait_while_paused(out):
+    """Between tasks, while OUT.pause exists: a build or test on the same
+    cores would slow the model several times over, so pause the run
+    rather than share the machine (touch it, wait for the task to end,
+    work, remove it)."""
+    if not out:
+        return
+    pause = out + ".pause"
+    announced = False
+    while os.path.exists(pause):
+        if not announced:
+            log(f"paused ({pause} exists)")
+            announced = True
+        time.sleep(2)
+    if announced:
+        log("resumed")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -863,6 +881,7 @@ def main():
         }
         log(f"{len(todo)} task(s), model: {model_desc}, budget {args.timeout_s:g} s each")
         for i, t in enumerate(todo, 1):
+            wait_while_paused(args.out)
             log(f"[{i}/{len(todo)}] {t.name} …")
             rec = run_task(t, args, env, workdir, mock_script)
             if rec["fettle_exit"] == 2 and rec["status"] == "no-json":

@@ -218,6 +218,9 @@ pub struct TaskResult {
     pub tests_written: Vec<String>,
     /// With a plan: `{"steps", "revisions"}`.
     pub plan: Option<Value>,
+    /// Where the fault may be, most likely first (`{"name", "path",
+    /// "lines", "why"}`), when the tests failed at the start.
+    pub suspects: Vec<Value>,
 }
 
 /// One file the user must look at in the editor after a task.
@@ -250,6 +253,7 @@ impl TaskResult {
             bisect: None,
             tests_written: Vec::new(),
             plan: None,
+            suspects: Vec::new(),
         }
     }
 
@@ -283,6 +287,9 @@ impl TaskResult {
         }
         if !self.tests_written.is_empty() {
             json["testsWritten"] = serde_json::json!(self.tests_written);
+        }
+        if !self.suspects.is_empty() {
+            json["suspects"] = Value::Array(self.suspects.clone());
         }
         json
     }

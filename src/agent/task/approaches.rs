@@ -18,7 +18,7 @@ use crate::syntax::SymbolKind;
 const ROUND_TEMPERATURES: [f64; 2] = [0.7, 1.0];
 
 /// Suspect functions kept for the hints.
-const MAX_SUSPECTS: usize = 6;
+const MAX_SUSPECTS: usize = 8;
 
 /// A candidate's approach.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +42,18 @@ pub(super) struct Suspect {
     pub path: String,
     /// 1-based, inclusive.
     pub lines: (u32, u32),
+    /// Why it is suspected (for the log and `--json`).
+    pub why: String,
+}
+
+impl Suspect {
+    /// Its entry in events and the result's `suspects`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name, "path": self.path,
+            "lines": [self.lines.0, self.lines.1], "why": self.why,
+        })
+    }
 }
 
 impl Approach {
@@ -97,9 +109,10 @@ pub(super) fn approach_for(number: u32, first: f64, suspects: &[Suspect]) -> (Ap
 
 impl Task {
     /// The functions the failure may come from, most likely first: those
-    /// on a trace's workspace frames (code before tests), those the goal
-    /// and the failure name, then the rest of the best-ranked files the
-    /// task may change — functions the task may edit only.
+    /// on a trace's workspace frames (code before tests), those the failing
+    /// tests call (nearest first), those the goal and the failure name,
+    /// then the rest of the best-ranked files the task may change —
+    /// functions the task may edit only.
     pub(super) fn suspects(&self, baseline: &Verification) -> Vec<Suspect> {
         let root = self.files.root();
         let mut output = self.spec.goal.clone();
@@ -119,10 +132,22 @@ impl Task {
                 self.add_suspect(&mut out, s);
             }
         }
+        for called in self.call_path(baseline) {
+            let why = match called.depth {
+                1 => format!("called by the failing test `{}`", called.caller),
+                k => format!(
+                    "called by `{}`, {k} calls below a failing test",
+                    called.caller
+                ),
+            };
+            if let Some(s) = self.suspect_of(&called.symbol, &why) {
+                self.add_suspect(&mut out, s);
+            }
+        }
         let focus = crate::agent::repo_map::Focus::from_text(&output, root, &self.index);
         for identifier in &focus.identifiers {
             for symbol in self.index.definitions(identifier) {
-                if let Some(s) = self.suspect_of(&symbol) {
+                if let Some(s) = self.suspect_of(&symbol, "named in the goal or the failure") {
                     self.add_suspect(&mut out, s);
                 }
             }
@@ -132,12 +157,30 @@ impl Task {
             .take(3)
         {
             for symbol in self.index.file_symbols(&path) {
-                if let Some(s) = self.suspect_of(&symbol) {
+                if let Some(s) = self.suspect_of(&symbol, "in a file the failure points to") {
                     self.add_suspect(&mut out, s);
                 }
             }
         }
         out
+    }
+
+    /// The suspects in the log (`Suspects: …`, data `suspects`) and,
+    /// through [`Task::suspects`], in the result.
+    pub(super) fn suspects_event(&self) {
+        if self.suspects.is_empty() {
+            return;
+        }
+        let lines: Vec<String> = self
+            .suspects
+            .iter()
+            .map(|s| format!("{} ({}:{}): {}", s.name, s.path, s.lines.0, s.why))
+            .collect();
+        self.event(
+            crate::agent::types::EventKind::Status,
+            format!("Suspects, most likely first:\n{}", lines.join("\n")),
+            serde_json::json!({ "suspects": self.suspects.iter().map(Suspect::to_json).collect::<Vec<_>>() }),
+        );
     }
 
     fn add_suspect(&self, out: &mut Vec<Suspect>, s: Suspect) {
@@ -155,11 +198,11 @@ impl Task {
             .filter(|s| s.range.0.line < line && line <= s.range.1.line + 1)
             // The innermost: the one starting last.
             .max_by_key(|s| s.range.0.line)
-            .and_then(|s| self.suspect_of(s))
+            .and_then(|s| self.suspect_of(s, "on the failure's stack"))
     }
 
     /// A function the task may change, as a suspect.
-    fn suspect_of(&self, symbol: &crate::index::IndexedSymbol) -> Option<Suspect> {
+    fn suspect_of(&self, symbol: &crate::index::IndexedSymbol, why: &str) -> Option<Suspect> {
         if !is_function(symbol.kind) {
             return None;
         }
@@ -176,6 +219,7 @@ impl Task {
             name: symbol.name.to_string(),
             path: rel,
             lines: (symbol.range.0.line + 1, symbol.range.1.line + 1),
+            why: why.to_owned(),
         })
     }
 }
@@ -196,6 +240,7 @@ mod tests {
             name: name.to_owned(),
             path: "lib.py".to_owned(),
             lines: (1, 5),
+            why: "named in the goal or the failure".to_owned(),
         }
     }
 

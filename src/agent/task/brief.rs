@@ -11,6 +11,9 @@ use super::{
     LOCAL_TEST_OUTPUT_BYTES,
 };
 
+/// Functions of the failing tests' call path the map is focused on.
+const CALL_PATH_FOCUS: usize = 8;
+
 impl Task {
     /// What the goal, the focus range and the failing output point at: the
     /// first message's map, and the `repo_map` tool's when asked with no
@@ -35,6 +38,14 @@ impl Task {
             );
             focus.paths.extend(more.paths);
             focus.identifiers.extend(more.identifiers);
+        }
+        // The functions the failing tests call: the map shows them even
+        // when the output names none (a bug in a helper).
+        for called in self.call_path(baseline).into_iter().take(CALL_PATH_FOCUS) {
+            let name = called.symbol.name.to_string();
+            if !focus.identifiers.contains(&name) {
+                focus.identifiers.push(name);
+            }
         }
         focus
     }

@@ -154,6 +154,7 @@ impl Task {
             bisect: self.bisect_json.take(),
             tests_written: self.tests_written.clone(),
             plan: self.plan.to_json(),
+            suspects: self.suspects.iter().map(|s| s.to_json()).collect(),
         };
         self.event(
             EventKind::Status,

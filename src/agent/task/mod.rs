@@ -9,6 +9,7 @@
 mod approaches;
 mod bisecting;
 mod brief;
+mod call_path;
 mod candidates;
 mod check;
 mod code_blocks;
@@ -334,8 +335,9 @@ impl Task {
         self.brief = first.clone();
         first.push_str(&self.plan_for_prompt());
         self.push(Message::user(first));
-        if self.spec.candidates > 1 {
+        if !baseline.passed {
             self.suspects = self.suspects(&baseline);
+            self.suspects_event();
         }
         self.copy_area = match candidates::copy_area(self.spec.candidates) {
             Ok(area) => area,

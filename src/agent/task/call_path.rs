@@ -1,0 +1,201 @@
+//! The functions the failing tests call, transitively, by name: the static
+//! route to a bug the failure does not name — a helper two calls below an
+//! assertion in a test file, which no traceback shows. Calls are read
+//! from each function's text (`name(`, `.name(`) and resolved through the
+//! index's definitions (a name defined in more than a few places is too
+//! ambiguous to follow), breadth first from the failing tests' own
+//! functions, so the nearer a function is to a failing test, the earlier
+//! it comes.
+
+use std::collections::{HashSet, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, LazyLock};
+
+use regex::Regex;
+
+use super::check::Verification;
+use super::Task;
+use crate::agent::verify::is_test_file;
+use crate::index::IndexedSymbol;
+use crate::syntax::SymbolKind;
+
+/// Calls followed below a failing test.
+const MAX_DEPTH: u32 = 3;
+/// Functions looked at in all (the walk stays in milliseconds).
+const MAX_VISITED: usize = 200;
+/// A called name defined in more places than this is not followed.
+const MAX_DEFINERS: usize = 4;
+/// Failing tests the walk starts from.
+const MAX_START_TESTS: usize = 8;
+/// Definitions of one failing test's name taken as its function.
+const MAX_TEST_DEFINITIONS: usize = 3;
+
+static CALL: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+        .map_err(|err| tracing::error!("call path: call pattern: {err}"))
+        .ok()
+});
+
+/// A function on a failing test's call path.
+#[derive(Clone, Debug)]
+pub(super) struct Called {
+    pub symbol: IndexedSymbol,
+    /// Calls from the failing test: 1 for a function the test calls itself.
+    pub depth: u32,
+    /// The function that calls it (the test, at depth 1).
+    pub caller: Arc<str>,
+}
+
+impl Task {
+    /// The functions the baseline's failing tests call, nearest first;
+    /// code only (test files' helpers are not where the fix goes).
+    pub(super) fn call_path(&self, baseline: &Verification) -> Vec<Called> {
+        let Some(report) = baseline.report.as_ref() else {
+            return Vec::new();
+        };
+        let mut seen: HashSet<(Arc<Path>, u32)> = HashSet::new();
+        let mut queue: VecDeque<(IndexedSymbol, u32, Arc<str>)> = VecDeque::new();
+        for test in report.failing_tests.iter().take(MAX_START_TESTS) {
+            for start in self.test_functions(test) {
+                if seen.insert(key(&start)) {
+                    let name = start.name.clone();
+                    queue.push_back((start, 0, name));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        while let Some((symbol, depth, caller)) = queue.pop_front() {
+            if depth > 0 {
+                out.push(Called {
+                    symbol: symbol.clone(),
+                    depth,
+                    caller,
+                });
+            }
+            if depth == MAX_DEPTH || seen.len() >= MAX_VISITED {
+                continue;
+            }
+            let Some(body) = self.body_of(&symbol) else {
+                continue;
+            };
+            for name in called_names(&body) {
+                let definitions: Vec<IndexedSymbol> = self
+                    .index
+                    .definitions(&name)
+                    .into_iter()
+                    .filter(|d| is_function(d.kind))
+                    .collect();
+                if definitions.len() > MAX_DEFINERS {
+                    continue;
+                }
+                for d in definitions {
+                    if self.in_tests(&d.path) || !seen.insert(key(&d)) {
+                        continue;
+                    }
+                    queue.push_back((d, depth + 1, symbol.name.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The function(s) a failing test's id names: `tests/test_x.py::Case::
+    /// test_y[param]`, `module::tests::name`, `TestName` — by its last
+    /// part, in the file the id names when it names one, else in test files.
+    fn test_functions(&self, id: &str) -> Vec<IndexedSymbol> {
+        let mut parts: Vec<&str> = id.split("::").collect();
+        let Some(last) = parts.pop() else {
+            return Vec::new();
+        };
+        // `test_y[1-2]`, `test_y (side=2)`: parameters and subtests.
+        let name = last.split(['[', ' ', '(']).next().unwrap_or(last).trim();
+        if name.is_empty() {
+            return Vec::new();
+        }
+        let root = self.files.root();
+        let file = parts
+            .first()
+            .filter(|p| p.contains('.') && !p.contains(' '))
+            .map(|p| root.join(p));
+        let definitions: Vec<IndexedSymbol> = self
+            .index
+            .definitions(name)
+            .into_iter()
+            .filter(|d| is_function(d.kind))
+            .collect();
+        let in_file: Vec<IndexedSymbol> = definitions
+            .iter()
+            .filter(|d| file.as_deref().is_some_and(|f| *d.path == *f))
+            .cloned()
+            .collect();
+        let chosen = match in_file.is_empty() {
+            false => in_file,
+            true => definitions
+                .into_iter()
+                .filter(|d| self.in_tests(&d.path))
+                .collect(),
+        };
+        chosen.into_iter().take(MAX_TEST_DEFINITIONS).collect()
+    }
+
+    /// The lines of `symbol`'s definition, as the task sees the file now.
+    fn body_of(&self, symbol: &IndexedSymbol) -> Option<String> {
+        let text = self.files.text(&symbol.path)?;
+        let first = symbol.range.0.line as usize;
+        let last = symbol.range.1.line as usize;
+        let body: Vec<&str> = text
+            .lines()
+            .skip(first)
+            .take(last.saturating_sub(first) + 1)
+            .collect();
+        Some(body.join("\n"))
+    }
+
+    fn in_tests(&self, path: &Path) -> bool {
+        is_test_file(&self.files.paths.relative(path))
+    }
+}
+
+/// The names called in `body`, each once, in order.
+fn called_names(body: &str) -> Vec<String> {
+    let Some(re) = CALL.as_ref() else {
+        return Vec::new();
+    };
+    let mut seen = HashSet::new();
+    re.captures_iter(body)
+        .map(|c| c[1].to_owned())
+        .filter(|name| !KEYWORDS.contains(&name.as_str()) && seen.insert(name.clone()))
+        .collect()
+}
+
+/// Words before a `(` that are not calls of the workspace's functions.
+const KEYWORDS: &[&str] = &[
+    "if", "elif", "while", "for", "return", "and", "or", "not", "in", "assert", "def", "fn",
+    "function", "print", "len", "range", "super", "self", "match", "switch", "catch", "typeof",
+    "sizeof", "lambda", "yield", "await",
+];
+
+fn is_function(kind: SymbolKind) -> bool {
+    matches!(
+        kind,
+        SymbolKind::Function | SymbolKind::Method | SymbolKind::Constructor
+    )
+}
+
+fn key(symbol: &IndexedSymbol) -> (Arc<Path>, u32) {
+    (symbol.path.clone(), symbol.range.0.line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::called_names;
+
+    #[test]
+    fn calls_are_read_once_each_in_order_without_keywords() {
+        let body = "def test_total():\n    if check(x):\n        assert total(prices(3), 2) == self.fmt (total(1))\n";
+        assert_eq!(
+            called_names(body),
+            ["test_total", "check", "total", "prices", "fmt"]
+        );
+    }
+}
