@@ -3,11 +3,11 @@
 //! assertion in a test file, which no traceback shows. Calls are read
 //! from each function's text (`name(`, `.name(`) and resolved through the
 //! index's definitions (a name defined in more than a few places is too
-//! ambiguous to follow), breadth first from the failing tests' own
-//! functions, so the nearer a function is to a failing test, the earlier
-//! it comes.
+//! ambiguous to follow), breadth first from each failing test's own
+//! functions; a function scores 1/depth for each failing test that reaches
+//! it, so the helper all the failures share comes first, then the nearer.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
@@ -30,6 +30,16 @@ const MAX_START_TESTS: usize = 8;
 /// Definitions of one failing test's name taken as its function.
 const MAX_TEST_DEFINITIONS: usize = 3;
 
+/// `from a.b import c, d` (1: the module, 2: the names) or `import a.b,
+/// c as d` (3).
+static IMPORT: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r"(?m)^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+([^\n#]+)|import[ \t]+([\w. \t,]+))",
+    )
+    .map_err(|err| tracing::error!("call path: import pattern: {err}"))
+    .ok()
+});
+
 static CALL: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
         .map_err(|err| tracing::error!("call path: call pattern: {err}"))
@@ -47,20 +57,48 @@ pub(super) struct Called {
 }
 
 impl Task {
-    /// The functions the baseline's failing tests call, nearest first;
-    /// code only (test files' helpers are not where the fix goes).
+    /// The functions the baseline's failing tests call, most likely first:
+    /// by how many failing tests reach them, each counting 1/depth (a
+    /// helper every failing test reaches outranks the many functions one
+    /// test touches), then by depth; code only (test files' helpers are
+    /// not where the fix goes).
     pub(super) fn call_path(&self, baseline: &Verification) -> Vec<Called> {
         let Some(report) = baseline.report.as_ref() else {
             return Vec::new();
         };
+        let mut found: HashMap<(Arc<Path>, u32), (Called, f64)> = HashMap::new();
+        let mut order: Vec<(Arc<Path>, u32)> = Vec::new();
+        for test in report.failing_tests.iter().take(MAX_START_TESTS) {
+            for called in self.walk_from(&self.test_functions(test)) {
+                let key = key(&called.symbol);
+                let weight = 1.0 / f64::from(called.depth);
+                match found.get_mut(&key) {
+                    Some((best, score)) => {
+                        *score += weight;
+                        if called.depth < best.depth {
+                            *best = called;
+                        }
+                    }
+                    None => {
+                        order.push(key.clone());
+                        found.insert(key, (called, weight));
+                    }
+                }
+            }
+        }
+        let mut ranked: Vec<(Called, f64)> = order.iter().filter_map(|k| found.remove(k)).collect();
+        // Stable: first found first among equals.
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.depth.cmp(&b.0.depth)));
+        ranked.into_iter().map(|(called, _)| called).collect()
+    }
+
+    /// Breadth first from `starts` (one failing test's functions).
+    fn walk_from(&self, starts: &[IndexedSymbol]) -> Vec<Called> {
         let mut seen: HashSet<(Arc<Path>, u32)> = HashSet::new();
         let mut queue: VecDeque<(IndexedSymbol, u32, Arc<str>)> = VecDeque::new();
-        for test in report.failing_tests.iter().take(MAX_START_TESTS) {
-            for start in self.test_functions(test) {
-                if seen.insert(key(&start)) {
-                    let name = start.name.clone();
-                    queue.push_back((start, 0, name));
-                }
+        for start in starts {
+            if seen.insert(key(start)) {
+                queue.push_back((start.clone(), 0, start.name.clone()));
             }
         }
         let mut out = Vec::new();
@@ -78,18 +116,10 @@ impl Task {
             let Some(body) = self.body_of(&symbol) else {
                 continue;
             };
+            let visible = self.visible_from(&symbol.path);
             for name in called_names(&body) {
-                let definitions: Vec<IndexedSymbol> = self
-                    .index
-                    .definitions(&name)
-                    .into_iter()
-                    .filter(|d| is_function(d.kind))
-                    .collect();
-                if definitions.len() > MAX_DEFINERS {
-                    continue;
-                }
-                for d in definitions {
-                    if self.in_tests(&d.path) || !seen.insert(key(&d)) {
+                for d in self.resolve_call(&name, &symbol.path, visible.as_ref()) {
+                    if !seen.insert(key(&d)) {
                         continue;
                     }
                     queue.push_back((d, depth + 1, symbol.name.clone()));
@@ -136,6 +166,96 @@ impl Task {
                 .collect(),
         };
         chosen.into_iter().take(MAX_TEST_DEFINITIONS).collect()
+    }
+
+    /// The workspace functions a call of `name` in `caller` may reach: a
+    /// method name like `to_text` or `append` is defined all over a
+    /// project, so where the caller's imports are known (Python) only the
+    /// definitions in its own file and the modules it imports count —
+    /// else a name defined once; elsewhere, a name defined in a few places.
+    fn resolve_call(
+        &self,
+        name: &str,
+        caller: &Path,
+        visible: Option<&HashSet<std::path::PathBuf>>,
+    ) -> Vec<IndexedSymbol> {
+        let definitions: Vec<IndexedSymbol> = self
+            .index
+            .definitions(name)
+            .into_iter()
+            .filter(|d| is_function(d.kind) && !self.in_tests(&d.path))
+            .collect();
+        let Some(visible) = visible else {
+            return match definitions.len() > MAX_DEFINERS {
+                true => Vec::new(),
+                false => definitions,
+            };
+        };
+        let near: Vec<IndexedSymbol> = definitions
+            .iter()
+            .filter(|d| *d.path == *caller || visible.contains(&*d.path))
+            .cloned()
+            .collect();
+        match (near.is_empty(), definitions.len()) {
+            (false, _) => near.into_iter().take(MAX_DEFINERS).collect(),
+            (true, 1) => definitions,
+            (true, _) => Vec::new(),
+        }
+    }
+
+    /// The workspace files a Python file imports (`import a.b`, `from a.b
+    /// import c`, `from .x import y`, `from . import m`), as
+    /// `a/b.py` or `a/b/__init__.py` under the root or `src/`; `None` for
+    /// other languages (their imports are not read).
+    fn visible_from(&self, path: &Path) -> Option<HashSet<std::path::PathBuf>> {
+        if path.extension().and_then(|e| e.to_str()) != Some("py") {
+            return None;
+        }
+        let text = self.files.text(path)?;
+        let root = self.files.root();
+        let here = path.parent().unwrap_or(root);
+        let mut out = HashSet::new();
+        let Some(re) = IMPORT.as_ref() else {
+            return Some(out);
+        };
+        for c in re.captures_iter(&text) {
+            let (module, names) = match (c.get(1), c.get(2), c.get(3)) {
+                (Some(from), Some(names), _) => (from.as_str(), names.as_str()),
+                (_, _, Some(modules)) => (modules.as_str(), ""),
+                _ => continue,
+            };
+            for module in module
+                .split(',')
+                .map(|m| m.split_whitespace().next().unwrap_or(""))
+            {
+                let dots = module.len() - module.trim_start_matches('.').len();
+                let rest = module.trim_start_matches('.').replace('.', "/");
+                let bases: Vec<std::path::PathBuf> = match dots {
+                    0 => vec![root.to_path_buf(), root.join("src")],
+                    k => vec![here.ancestors().nth(k - 1).unwrap_or(root).to_path_buf()],
+                };
+                for base in bases {
+                    let at = if rest.is_empty() {
+                        base.clone()
+                    } else {
+                        base.join(&rest)
+                    };
+                    out.insert(at.with_extension("py"));
+                    out.insert(at.join("__init__.py"));
+                    // `from pkg import mod`: the names may be modules.
+                    for name in names
+                        .split(',')
+                        .map(|n| n.split_whitespace().next().unwrap_or(""))
+                    {
+                        let name = name.trim_matches(|c: char| c == '(' || c == ')');
+                        if !name.is_empty() && name != "*" {
+                            out.insert(at.join(format!("{name}.py")));
+                        }
+                    }
+                }
+            }
+        }
+        Some(out)
     }
 
     /// The lines of `symbol`'s definition, as the task sees the file now.

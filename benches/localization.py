@@ -1,0 +1,383 @@
+#!/usr/bin/env python3
+"""Fault localization on real code nobody here wrote: single-point bugs
+injected into functions of real pure-Python projects, and where Fettle puts
+the buggy file and function.
+
+For each project (a PyPI sdist at a pinned version, checked by SHA-256,
+downloaded with pip, never committed) the script runs the project's own
+tests, then mutates one token in one function at a time — `+`/`-`,
+`<`/`<=`, `==`/`!=`, `and`/`or`, an integer n → n+1, `True`/`False` —
+choosing functions whose names no test file mentions (reached indirectly,
+as bugs in helpers are), in a seeded order, and keeps a mutant when 1–20
+tests fail. For each kept bug it runs `fettle fix --json` against a mock
+model that gives up at once (no model time: only what Fettle computes
+before the first turn) and reads
+
+- `suspects` from the result: the ranked functions, each with why — the
+  buggy function's rank (top-1, top-5) and its file's rank among the
+  suspects' files (top-1, top-3);
+- the first prompt's repository map (from the mock's record of requests):
+  the buggy file's rank among the map's files (top-3) and the buggy
+  function's among the map's functions, in the map's order (top-5) — and,
+  with `--before-fettle OLD`, the same for an earlier build's map.
+
+Results are split by whether the failing output names the buggy function.
+
+  python3 benches/localization.py --fettle target/release/fettle \\
+      [--bugs-per-project 25] [--seed 1] [--only tabulate] --out F --markdown
+
+Needs pip (to download the sdists), pytest, and a network path to PyPI the
+first time (the sdists are cached in ~/.cache/fettle-bench/sdists).
+"""
+import argparse
+import ast
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import tokenize
+
+PROJECTS = [
+    {
+        "name": "tabulate",
+        "version": "0.9.0",
+        "sha256": "0095b12bf5966de529c0feb1fa08671671b3368eec77d7ef7ab114be2c068b3c",
+        "package": "tabulate",
+        "tests": "test",
+        # test_cli runs the installed `tabulate` script; the others import
+        # the package from the workspace.
+        "test_command": "python3 -m pytest -q -p no:cacheprovider -k 'not test_cli' test",
+    },
+    {
+        "name": "boltons",
+        "version": "24.0.0",
+        "sha256": "7153feccaea1ff2e1472f68d4b57fadb796a2ee49d29f638f1c9cd8fb5ebd916",
+        "package": "boltons",
+        "tests": "tests",
+        # The socket tests need the network, which Fettle's sandbox has not.
+        "test_command": "python3 -m pytest -q -p no:cacheprovider -k 'not socketutils' tests",
+    },
+]
+
+SWAPS = {
+    "+": "-", "-": "+", "<": "<=", "<=": "<", ">": ">=", ">=": ">",
+    "==": "!=", "!=": "==", "and": "or", "or": "and", "True": "False", "False": "True",
+}
+MIN_FAILED, MAX_FAILED = 1, 20
+SDIST_CACHE = os.path.expanduser("~/.cache/fettle-bench/sdists")
+MOCK_GIVE_UP = {"responses": [{"text": "I could not find the defect; I give up.", "repeat": True}]}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def sdist(project):
+    os.makedirs(SDIST_CACHE, exist_ok=True)
+    name = f"{project['name']}-{project['version']}.tar.gz"
+    path = os.path.join(SDIST_CACHE, name)
+    if not os.path.exists(path):
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                        "-d", SDIST_CACHE, f"{project['name']}=={project['version']}"],
+                       check=True, stdout=subprocess.DEVNULL)
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    if digest != project["sha256"]:
+        raise SystemExit(f"{name}: sha256 {digest}, expected {project['sha256']}")
+    return path
+
+
+def extract(archive, into):
+    with tarfile.open(archive) as tar:
+        top = tar.getnames()[0].split("/")[0]
+        tar.extractall(into, filter="data")
+    return os.path.join(into, top)
+
+
+def run_tests(ws, command, timeout=300):
+    p = subprocess.run(command, shell=True, cwd=ws, capture_output=True, text=True, timeout=timeout)
+    out = p.stdout + p.stderr
+    m = re.search(r"(\d+) failed", out)
+    failed = int(m.group(1)) if m else 0
+    errors = re.search(r"(\d+) errors?\b", out)
+    return p.returncode, failed, bool(errors), out
+
+
+def test_text(ws, tests_dir):
+    chunks = []
+    for dirpath, _, files in os.walk(os.path.join(ws, tests_dir)):
+        for f in files:
+            if f.endswith(".py"):
+                chunks.append(open(os.path.join(dirpath, f), encoding="utf-8", errors="replace").read())
+    return "\n".join(chunks)
+
+
+def mutation_sites(ws, package, tests_text):
+    """(rel path, function name, def line, token) for every mutable token
+    inside a function no test file names."""
+    sites = []
+    root = os.path.join(ws, package)
+    for dirpath, _, files in os.walk(root):
+        for f in sorted(files):
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, f)
+            rel = os.path.relpath(path, ws)
+            source = open(path, encoding="utf-8").read()
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+            for fn in functions:
+                if re.search(r"\b%s\b" % re.escape(fn.name), tests_text):
+                    continue
+                body_start = fn.body[0].lineno
+                # Skip a docstring.
+                if isinstance(fn.body[0], ast.Expr) and isinstance(getattr(fn.body[0], "value", None), ast.Constant):
+                    if len(fn.body) == 1:
+                        continue
+                    body_start = fn.body[1].lineno
+                nested = [n for n in ast.walk(fn) if n is not fn and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+                for tok in tokens:
+                    line = tok.start[0]
+                    if not (body_start <= line <= fn.end_lineno):
+                        continue
+                    if any(n.lineno <= line <= n.end_lineno for n in nested):
+                        continue
+                    if (tok.type == tokenize.OP and tok.string in SWAPS) or \
+                       (tok.type == tokenize.NAME and tok.string in SWAPS) or \
+                       (tok.type == tokenize.NUMBER and re.fullmatch(r"\d+", tok.string)):
+                        sites.append((rel, fn.name, fn.lineno, tok.start, tok.end, tok.string))
+    return sites
+
+
+def mutate(ws, site):
+    rel, _, _, start, end, text = site
+    path = os.path.join(ws, rel)
+    lines = open(path, encoding="utf-8").read().split("\n")
+    (row, col), (_, end_col) = start, end
+    line = lines[row - 1]
+    new = SWAPS.get(text) or str(int(text) + 1)
+    lines[row - 1] = line[:col] + new + line[end_col:]
+    open(path, "w", encoding="utf-8").write("\n".join(lines))
+    return f"{rel}:{row}: `{text}` → `{new}`"
+
+
+def start_mock(fettle, script, record):
+    p = subprocess.Popen([fettle, "mock-model", "--script", script, "--port", "0", "--record", record],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    line = p.stdout.readline().decode().strip()
+    m = re.match(r"listening on (http://\S+)", line)
+    if not m:
+        p.kill()
+        raise SystemExit(f"fettle mock-model did not start: {line!r}")
+    return p, m.group(1)
+
+
+def map_entries(request_body):
+    """The first prompt's repository map: its files in order, and its
+    (file, function) lines in order."""
+    for message in request_body.get("messages", []):
+        text = message.get("content") or ""
+        at = text.find("Repository map")
+        if at < 0:
+            continue
+        block = text[at:].split("</data", 1)[0]
+        files, functions, current = [], [], None
+        for line in block.splitlines():
+            if line.endswith(":") and not line.startswith(" "):
+                current = line[:-1]
+                files.append(current)
+                continue
+            m = re.search(r"│\s*(?:async\s+)?(?:def|fn|function)\s+(\w+)", line)
+            if m and current:
+                functions.append((current, m.group(1)))
+        return files, functions
+    return [], []
+
+
+def localize(fettle, ws, test_command, tmp):
+    script = os.path.join(tmp, "give-up.json")
+    json.dump(MOCK_GIVE_UP, open(script, "w"))
+    record = os.path.join(tmp, "requests.jsonl")
+    if os.path.exists(record):
+        os.remove(record)
+    mock, url = start_mock(fettle, script, record)
+    config_home = os.path.join(tmp, "config")
+    os.makedirs(os.path.join(config_home, "fettle"), exist_ok=True)
+    with open(os.path.join(config_home, "fettle", "config.toml"), "w") as f:
+        f.write(f'[models.bench]\nprovider = "openai"\nbase_url = "{url}/v1"\nmodel = "mock-coder"\n'
+                'max_retries = 0\n\n[agent]\nmodel = "bench"\nmax_iterations = 1\n')
+    env = dict(os.environ, XDG_CONFIG_HOME=config_home, FETTLE_CACHE_DIR=os.path.join(tmp, "cache"))
+    env.pop("FETTLE_LOG", None)
+    started = time.monotonic()
+    try:
+        p = subprocess.run([fettle, "fix", "--yes", "--json", "--test", test_command, ws],
+                           capture_output=True, text=True, env=env, timeout=900)
+    finally:
+        mock.kill()
+        mock.wait()
+    seconds = time.monotonic() - started
+    try:
+        result = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        return None, ([], []), seconds, p.stderr[-2000:]
+    entries = ([], [])
+    try:
+        with open(record) as f:
+            first = json.loads(f.readline())
+        body = first.get("body", first)
+        if isinstance(body, str):
+            body = json.loads(body)
+        entries = map_entries(body)
+    except (OSError, ValueError):
+        pass
+    # The give-up leaves the files as they were.
+    return result, entries, seconds, None
+
+
+def rank_of(items, pred):
+    for i, item in enumerate(items):
+        if pred(item):
+            return i + 1
+    return None
+
+
+def evaluate(bug, result, entries, before_entries):
+    suspects = (result or {}).get("suspects", [])
+    fn = rank_of(suspects, lambda s: s["name"] == bug["function"] and s["path"] == bug["path"])
+    files = []
+    for s in suspects:
+        if s["path"] not in files:
+            files.append(s["path"])
+    def map_ranks(entries):
+        map_files, map_functions = entries
+        return (rank_of(map_files, lambda p: p == bug["path"]),
+                rank_of(map_functions, lambda e: e == (bug["path"], bug["function"])))
+    map_file, map_fn = map_ranks(entries)
+    out = {
+        "function_rank": fn, "file_rank": rank_of(files, lambda p: p == bug["path"]),
+        "map_file_rank": map_file, "map_function_rank": map_fn,
+        "suspects": [f"{s['name']} ({s['path']}): {s['why']}" for s in suspects],
+    }
+    if before_entries is not None:
+        out["before_map_file_rank"], out["before_map_function_rank"] = map_ranks(before_entries)
+    return out
+
+
+def summary(records):
+    out = {}
+    for label, subset in [("all", records),
+                          ("named", [r for r in records if r["named"]]),
+                          ("not named", [r for r in records if not r["named"]])]:
+        if not subset:
+            continue
+        recs = subset
+        def sh(key, k, recs=recs):
+            hit = sum(1 for r in recs if r.get(key) is not None and r[key] <= k)
+            return f"{hit}/{len(recs)}"
+        out[label] = {
+            "suspects: function top-1": sh("function_rank", 1),
+            "suspects: function top-5": sh("function_rank", 5),
+            "suspects: file top-1": sh("file_rank", 1), "suspects: file top-3": sh("file_rank", 3),
+            "map: file top-3": sh("map_file_rank", 3), "map: function top-5": sh("map_function_rank", 5),
+            "before, map: file top-3": sh("before_map_file_rank", 3),
+            "before, map: function top-5": sh("before_map_function_rank", 5),
+        }
+    return out
+
+
+def markdown(summ):
+    keys = list(next(iter(summ.values())).keys()) if summ else []
+    lines = ["| bugs | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for label, row in summ.items():
+        lines.append(f"| {label} | " + " | ".join(row[k] for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fettle", required=True)
+    ap.add_argument("--before-fettle", help="an earlier build: its first prompt's map is ranked too")
+    ap.add_argument("--bugs-per-project", type=int, default=25)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", help="these projects only (comma-separated)")
+    ap.add_argument("--out")
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    args.fettle = os.path.abspath(args.fettle)
+    if args.before_fettle:
+        args.before_fettle = os.path.abspath(args.before_fettle)
+    only = set(args.only.split(",")) if args.only else None
+    report = {"benchmark": "localization", "fettle": args.fettle, "seed": args.seed, "bugs": []}
+    with tempfile.TemporaryDirectory(prefix="fettle-loc-") as tmp:
+        for project in PROJECTS:
+            if only and project["name"] not in only:
+                continue
+            archive = sdist(project)
+            pristine = extract(archive, os.path.join(tmp, "src-" + project["name"]))
+            code, failed, errors, out = run_tests(pristine, project["test_command"])
+            if code != 0:
+                raise SystemExit(f"{project['name']}: the tests fail before any bug:\n{out[-2000:]}")
+            tests_text = test_text(pristine, project["tests"])
+            sites = mutation_sites(pristine, project["package"], tests_text)
+            random.Random(args.seed).shuffle(sites)
+            log(f"{project['name']} {project['version']}: {len(sites)} mutable tokens in untested-by-name functions")
+            kept, tried, functions_used = 0, 0, set()
+            for site in sites:
+                if kept >= args.bugs_per_project:
+                    break
+                rel, fn_name = site[0], site[1]
+                # One bug per function: the benchmark is about many places.
+                if (rel, fn_name) in functions_used:
+                    continue
+                tried += 1
+                ws = os.path.join(tmp, "ws")
+                shutil.rmtree(ws, ignore_errors=True)
+                shutil.copytree(pristine, ws)
+                what = mutate(ws, site)
+                code, failed, errors, out = run_tests(ws, project["test_command"])
+                if errors or not (MIN_FAILED <= failed <= MAX_FAILED):
+                    continue
+                functions_used.add((rel, fn_name))
+                bug = {"project": project["name"], "path": rel, "function": fn_name, "mutation": what,
+                       "failed_tests": failed,
+                       "named": bool(re.search(r"\b%s\b" % re.escape(fn_name), out))}
+                result, entries, seconds, error = localize(args.fettle, ws, project["test_command"], tmp)
+                before = None
+                if args.before_fettle:
+                    _, before, _, _ = localize(args.before_fettle, ws, project["test_command"], tmp)
+                bug.update(evaluate(bug, result, entries, before))
+                bug["seconds"] = round(seconds, 1)
+                if error:
+                    bug["error"] = error
+                kept += 1
+                report["bugs"].append(bug)
+                log(f"  [{kept}] {what} in {fn_name} ({failed} failed{', named' if bug['named'] else ''}): "
+                    f"suspects: function #{bug['function_rank']}, file #{bug['file_rank']}; "
+                    f"map: file #{bug['map_file_rank']}, function #{bug['map_function_rank']}"
+                    f"{'' if before is None else ', before: file #%s, function #%s' % (bug['before_map_file_rank'], bug['before_map_function_rank'])}"
+                    f", {seconds:.1f} s")
+                report["summary"] = summary(report["bugs"])
+                if args.out:
+                    json.dump(report, open(args.out, "w"), indent=2, ensure_ascii=False)
+            log(f"{project['name']}: {kept} bugs kept of {tried} mutants tried")
+    report["summary"] = summary(report["bugs"])
+    if args.out:
+        json.dump(report, open(args.out, "w"), indent=2, ensure_ascii=False)
+    if args.markdown:
+        print(markdown(report["summary"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
