@@ -224,7 +224,7 @@ impl Task {
     }
 }
 
-fn is_function(kind: SymbolKind) -> bool {
+pub(super) fn is_function(kind: SymbolKind) -> bool {
     matches!(
         kind,
         SymbolKind::Function | SymbolKind::Method | SymbolKind::Constructor

@@ -13,11 +13,11 @@ use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 
+use super::approaches::is_function;
 use super::check::Verification;
 use super::Task;
 use crate::agent::verify::is_test_file;
 use crate::index::IndexedSymbol;
-use crate::syntax::SymbolKind;
 
 /// Calls followed below a failing test.
 const MAX_DEPTH: u32 = 3;
@@ -294,13 +294,6 @@ const KEYWORDS: &[&str] = &[
     "function", "print", "len", "range", "super", "self", "match", "switch", "catch", "typeof",
     "sizeof", "lambda", "yield", "await",
 ];
-
-fn is_function(kind: SymbolKind) -> bool {
-    matches!(
-        kind,
-        SymbolKind::Function | SymbolKind::Method | SymbolKind::Constructor
-    )
-}
 
 fn key(symbol: &IndexedSymbol) -> (Arc<Path>, u32) {
     (symbol.path.clone(), symbol.range.0.line)
