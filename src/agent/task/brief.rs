@@ -62,11 +62,12 @@ impl Task {
             let numbered = tools::numbered(&lines, start, end);
             Some(self.boundary.data("file", &rel, &numbered))
         });
-        let focus = self.focus_of_failure(baseline);
+        // Set from `baseline` by the caller (`focus_of_failure`).
+        let focus = &self.failure_focus;
         let local = self.compact_prompt();
         let map_tokens = if local { LOCAL_REPO_MAP_TOKENS } else { 1024 };
         let map =
-            crate::agent::repo_map::repo_map(&self.index, self.files.root(), &focus, map_tokens);
+            crate::agent::repo_map::repo_map(&self.index, self.files.root(), focus, map_tokens);
         let mut message = prompt::task_message(
             &self.boundary,
             &self.spec,
@@ -89,7 +90,7 @@ impl Task {
         }
         message.push_str(&self.stack_functions(baseline));
         if local {
-            message.push_str(&self.code_under_test(&focus));
+            message.push_str(&self.code_under_test(focus));
         }
         message
     }

@@ -313,13 +313,14 @@ impl Task {
                 Err(cause) => return self.give_up(cause, best, &baseline).await,
             },
         };
+        // Computed once per state: the first message and the `repo_map` tool use it.
+        self.failure_focus = self.focus_of_failure(&baseline);
         if self.spec.plan {
             let context = self.first_message(&baseline);
             if let Err(cause) = self.make_plan(&context).await {
                 return self.finish(cause, Some(&baseline)).await;
             }
         }
-        self.failure_focus = self.focus_of_failure(&baseline);
         let mut first = self.first_message(&baseline);
         if let Some(note) = self.command_note.take() {
             // It names files, which the workspace named.
