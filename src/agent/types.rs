@@ -67,6 +67,9 @@ pub struct TaskSpec {
     /// (`agent.plan_approval`).
     pub plan: bool,
     pub plan_approval: bool,
+    /// Trace the failing Python tests to rank the suspects
+    /// (`agent.coverage`).
+    pub coverage: bool,
 }
 
 /// Where a bisection starts.
@@ -126,6 +129,7 @@ impl TaskSpec {
             tests_first: config.tests_first,
             plan: config.plan,
             plan_approval: config.plan_approval,
+            coverage: config.coverage,
         }
     }
 
@@ -221,6 +225,10 @@ pub struct TaskResult {
     /// Where the fault may be, most likely first (`{"name", "path",
     /// "lines", "why"}`), when the tests failed at the start.
     pub suspects: Vec<Value>,
+    /// The traced test run (`agent.coverage`): `{"failingTests",
+    /// "passingTests", "seconds", "testRunSeconds"}`, or `{"none": why,
+    /// "seconds"}`; absent when it did not apply.
+    pub coverage: Option<Value>,
 }
 
 /// One file the user must look at in the editor after a task.
@@ -254,6 +262,7 @@ impl TaskResult {
             tests_written: Vec::new(),
             plan: None,
             suspects: Vec::new(),
+            coverage: None,
         }
     }
 
@@ -290,6 +299,9 @@ impl TaskResult {
         }
         if !self.suspects.is_empty() {
             json["suspects"] = Value::Array(self.suspects.clone());
+        }
+        if let Some(coverage) = &self.coverage {
+            json["coverage"] = coverage.clone();
         }
         json
     }

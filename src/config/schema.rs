@@ -471,6 +471,9 @@ pub struct AgentConfig {
     pub plan: bool,
     /// Ask the user to approve the plan before any change.
     pub plan_approval: bool,
+    /// When Python tests fail before any change, run them once more
+    /// recording the functions each test runs, to rank where the fault is.
+    pub coverage: bool,
 }
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -500,6 +503,7 @@ impl Default for AgentConfig {
             tests_first: false,
             plan: false,
             plan_approval: false,
+            coverage: true,
         }
     }
 }

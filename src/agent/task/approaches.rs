@@ -19,6 +19,12 @@ const ROUND_TEMPERATURES: [f64; 2] = [0.7, 1.0];
 
 /// Suspect functions kept for the hints.
 const MAX_SUSPECTS: usize = 8;
+/// Functions ranked from each source before the best are kept.
+const MAX_RANKED: usize = 24;
+/// The weight of the order by names (stack, call path, names) beside a
+/// traced run's Ochiai score (0–1): it orders equal scores, and ranks
+/// the functions no failing test ran.
+const NAMES_WEIGHT: f64 = 0.05;
 
 /// A candidate's approach.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,6 +120,47 @@ impl Task {
     /// then the rest of the best-ranked files the task may change —
     /// functions the task may edit only.
     pub(super) fn suspects(&self, baseline: &Verification) -> Vec<Suspect> {
+        let by_names = self.suspects_by_names(baseline, MAX_RANKED);
+        let Some(spectrum) = &self.spectrum else {
+            return by_names.into_iter().take(MAX_SUSPECTS).collect();
+        };
+        // One ranking: what the traced tests ran (Ochiai) first; among
+        // equals, and for functions no failing test ran, the order above.
+        let mut ranked: Vec<(f64, Suspect)> = Vec::new();
+        for (k, s) in by_names.iter().enumerate() {
+            let executed = spectrum.functions.iter().find(|e| {
+                self.files.paths.relative(&e.symbol.path) == s.path
+                    && e.symbol.range.0.line + 1 == s.lines.0
+            });
+            let names = NAMES_WEIGHT / (1.0 + k as f64);
+            let (score, why) = match executed {
+                Some(e) => (e.score + names, format!("{}; {}", spectrum.why(e), s.why)),
+                None => (names, s.why.clone()),
+            };
+            ranked.push((score, Suspect { why, ..s.clone() }));
+        }
+        for e in spectrum.functions.iter().take(MAX_RANKED) {
+            if let Some(s) = self.suspect_of(&e.symbol, &spectrum.why(e)) {
+                if !ranked
+                    .iter()
+                    .any(|(_, o)| o.path == s.path && o.lines == s.lines)
+                {
+                    ranked.push((e.score, s));
+                }
+            }
+        }
+        // Stable: the order by names among equal scores.
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        ranked
+            .into_iter()
+            .map(|(_, s)| s)
+            .take(MAX_SUSPECTS)
+            .collect()
+    }
+
+    /// The suspects by the failure's stack, the call path, names and files,
+    /// at most `limit`.
+    fn suspects_by_names(&self, baseline: &Verification, limit: usize) -> Vec<Suspect> {
         let root = self.files.root();
         let mut output = self.spec.goal.clone();
         if let Some(outcome) = &baseline.outcome {
@@ -129,7 +176,7 @@ impl Task {
         for frame in frames {
             let path = root.join(&frame.path);
             if let Some(s) = self.function_at(&path, frame.line) {
-                self.add_suspect(&mut out, s);
+                self.add_suspect(&mut out, s, limit);
             }
         }
         for called in self.call_path(baseline) {
@@ -141,14 +188,14 @@ impl Task {
                 ),
             };
             if let Some(s) = self.suspect_of(&called.symbol, &why) {
-                self.add_suspect(&mut out, s);
+                self.add_suspect(&mut out, s, limit);
             }
         }
         let focus = crate::agent::repo_map::Focus::from_text(&output, root, &self.index);
         for identifier in &focus.identifiers {
             for symbol in self.index.definitions(identifier) {
                 if let Some(s) = self.suspect_of(&symbol, "named in the goal or the failure") {
-                    self.add_suspect(&mut out, s);
+                    self.add_suspect(&mut out, s, limit);
                 }
             }
         }
@@ -158,7 +205,7 @@ impl Task {
         {
             for symbol in self.index.file_symbols(&path) {
                 if let Some(s) = self.suspect_of(&symbol, "in a file the failure points to") {
-                    self.add_suspect(&mut out, s);
+                    self.add_suspect(&mut out, s, limit);
                 }
             }
         }
@@ -183,8 +230,8 @@ impl Task {
         );
     }
 
-    fn add_suspect(&self, out: &mut Vec<Suspect>, s: Suspect) {
-        if out.len() < MAX_SUSPECTS && !out.iter().any(|o| o.path == s.path && o.name == s.name) {
+    fn add_suspect(&self, out: &mut Vec<Suspect>, s: Suspect, limit: usize) {
+        if out.len() < limit && !out.iter().any(|o| o.path == s.path && o.name == s.name) {
             out.push(s);
         }
     }

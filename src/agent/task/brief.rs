@@ -13,6 +13,12 @@ use super::{
 
 /// Functions of the failing tests' call path the map is focused on.
 const CALL_PATH_FOCUS: usize = 8;
+/// Suspects listed in the first message (a local model's prompt is kept
+/// short).
+const SUSPECTS_LISTED: usize = 5;
+const LOCAL_SUSPECTS_LISTED: usize = 3;
+/// Lines of a suspect's code shown.
+const MAX_SUSPECT_LINES: usize = 80;
 
 impl Task {
     /// What the goal, the focus range and the failing output point at: the
@@ -39,10 +45,20 @@ impl Task {
             focus.paths.extend(more.paths);
             focus.identifiers.extend(more.identifiers);
         }
-        // The functions the failing tests call: the map shows them even
-        // when the output names none (a bug in a helper).
-        for called in self.call_path(baseline).into_iter().take(CALL_PATH_FOCUS) {
-            let name = called.symbol.name.to_string();
+        // The functions the failing tests ran (traced) or call: the map
+        // shows them even when the output names none (a bug in a helper).
+        let executed = self.spectrum.iter().flat_map(|s| &s.functions);
+        let names: Vec<String> = executed
+            .take(CALL_PATH_FOCUS)
+            .map(|e| e.symbol.name.to_string())
+            .chain(
+                self.call_path(baseline)
+                    .into_iter()
+                    .take(CALL_PATH_FOCUS)
+                    .map(|c| c.symbol.name.to_string()),
+            )
+            .collect();
+        for name in names {
             if !focus.identifiers.contains(&name) {
                 focus.identifiers.push(name);
             }
@@ -89,6 +105,7 @@ impl Task {
             message.push('\n');
         }
         message.push_str(&self.stack_functions(baseline));
+        message.push_str(&self.suspects_for_model());
         if local {
             message.push_str(&self.code_under_test(focus));
         }
@@ -204,6 +221,66 @@ impl Task {
             out.push('\n');
         }
         out.push_str("Read the failures, fix the code, and end your turn when done.");
+        out
+    }
+
+    /// The suspects, most likely first, for the first message; with the
+    /// code of the likeliest when the model would not see it otherwise
+    /// (its file too big to show whole).
+    fn suspects_for_model(&self) -> String {
+        if self.suspects.is_empty() {
+            return String::new();
+        }
+        let local = self.compact_prompt();
+        let listed = if local {
+            LOCAL_SUSPECTS_LISTED
+        } else {
+            SUSPECTS_LISTED
+        };
+        let list: Vec<String> = self
+            .suspects
+            .iter()
+            .take(listed)
+            .map(|s| {
+                format!(
+                    "- `{}` in {}, lines {}–{}: {}",
+                    s.name, s.path, s.lines.0, s.lines.1, s.why
+                )
+            })
+            .collect();
+        let mut out = format!(
+            "\nWhere the fault may be, most likely first (from what the failing tests ran and call):\n{}\n",
+            self.boundary.data("suspects", "fettle", &list.join("\n"))
+        );
+        let root = self.files.root();
+        for s in self.suspects.iter().take(if local { 1 } else { 2 }) {
+            if s.why.contains("on the failure's stack") {
+                // Its code is shown with the stack.
+                continue;
+            }
+            let Some(text) = self.files.text(&root.join(&s.path)) else {
+                continue;
+            };
+            if local && text.len() <= LOCAL_CODE_BYTES {
+                // Shown whole with the code to fix.
+                continue;
+            }
+            let lines: Vec<&str> = text.lines().collect();
+            let start = s.lines.0 as usize;
+            let end = (s.lines.1 as usize)
+                .min(lines.len())
+                .min(start + MAX_SUSPECT_LINES);
+            if start == 0 || start > end {
+                continue;
+            }
+            let label = format!("{}:{} {}", s.path, start, s.name);
+            out.push_str(
+                &self
+                    .boundary
+                    .data("file", &label, &tools::numbered(&lines, start, end)),
+            );
+            out.push('\n');
+        }
         out
     }
 }

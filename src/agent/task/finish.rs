@@ -155,6 +155,7 @@ impl Task {
             tests_written: self.tests_written.clone(),
             plan: self.plan.to_json(),
             suspects: self.suspects.iter().map(|s| s.to_json()).collect(),
+            coverage: self.coverage_json.take(),
         };
         self.event(
             EventKind::Status,

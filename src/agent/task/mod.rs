@@ -22,6 +22,7 @@ mod fresh;
 mod plan;
 mod prompt;
 mod review;
+mod spectrum;
 mod stack;
 mod tests_first;
 mod tools;
@@ -169,6 +170,8 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         attempt_notes: Vec::new(),
         candidate: None,
         suspects: Vec::new(),
+        spectrum: None,
+        coverage_json: None,
         failure_focus: Default::default(),
         candidate_log: Vec::new(),
         copy_area: None,
@@ -251,6 +254,10 @@ pub(crate) struct Task {
     candidate: Option<(u32, f64)>,
     /// The functions the failure may come from (the candidates' hints).
     suspects: Vec<approaches::Suspect>,
+    /// What the traced test run recorded (`agent.coverage`).
+    spectrum: Option<spectrum::Spectrum>,
+    /// The traced run, for the result.
+    coverage_json: Option<serde_json::Value>,
     /// What the failure points at: the `repo_map` tool's default focus.
     failure_focus: crate::agent::repo_map::Focus,
     /// Each candidate's verdict, for the result.
@@ -313,8 +320,19 @@ impl Task {
                 Err(cause) => return self.give_up(cause, best, &baseline).await,
             },
         };
+        if !baseline.passed {
+            self.spectrum = self.run_spectrum(&baseline).await;
+            if self.cancel.is_cancelled() {
+                return self.finish(StopCause::Cancelled, Some(&baseline)).await;
+            }
+        }
         // Computed once per state: the first message and the `repo_map` tool use it.
         self.failure_focus = self.focus_of_failure(&baseline);
+        if !baseline.passed {
+            // Before the first message, which lists them.
+            self.suspects = self.suspects(&baseline);
+            self.suspects_event();
+        }
         if self.spec.plan {
             let context = self.first_message(&baseline);
             if let Err(cause) = self.make_plan(&context).await {
@@ -336,10 +354,6 @@ impl Task {
         self.brief = first.clone();
         first.push_str(&self.plan_for_prompt());
         self.push(Message::user(first));
-        if !baseline.passed {
-            self.suspects = self.suspects(&baseline);
-            self.suspects_event();
-        }
         self.copy_area = match candidates::copy_area(self.spec.candidates) {
             Ok(area) => area,
             Err(why) => {
