@@ -31,6 +31,7 @@ first time (the sdists are cached in ~/.cache/fettle-bench/sdists).
 """
 import argparse
 import ast
+import glob
 import hashlib
 import io
 import json
@@ -44,6 +45,7 @@ import tarfile
 import tempfile
 import time
 import tokenize
+import urllib.request
 
 PROJECTS = [
     {
@@ -65,6 +67,29 @@ PROJECTS = [
         # The socket tests need the network, which Fettle's sandbox has not.
         "test_command": "python3 -m pytest -q -p no:cacheprovider -k 'not socketutils' tests",
     },
+    {
+        # A Rust crate (from crates.io, pinned by the .crate's SHA-256):
+        # string similarity, its helpers (the DP index, the hash map of the
+        # Damerau–Levenshtein implementation, bigrams) reached only through
+        # the public functions.
+        "name": "strsim",
+        "version": "0.11.1",
+        "kind": "rust",
+        "sha256": "7da8b5736845d9f2fcb837ea5d9e2628564b3b043a70948a3f0b778838c5fb4f",
+        "package": "src",
+        "tests": "tests",
+        "test_command": "cargo test --offline",
+    },
+    {
+        # Float parsing: many small helpers below `parse_float`.
+        "name": "minimal-lexical",
+        "version": "0.2.1",
+        "kind": "rust",
+        "sha256": "68354c5c6bd36d73ff3feceb05efa59b6acb7626617f4962be322a825e61f79a",
+        "package": "src",
+        "tests": "tests",
+        "test_command": "cargo test --offline",
+    },
 ]
 
 SWAPS = {
@@ -80,7 +105,30 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def crate(project):
+    """The .crate from cargo's cache, else from crates.io."""
+    name = f"{project['name']}-{project['version']}.crate"
+    path = os.path.join(SDIST_CACHE, name)
+    cached = [os.path.join(d, name) for d in
+              glob.glob(os.path.expanduser("~/.cargo/registry/cache/*"))]
+    cached = [c for c in cached if os.path.exists(c)]
+    if not os.path.exists(path):
+        os.makedirs(SDIST_CACHE, exist_ok=True)
+        if cached:
+            shutil.copy(cached[0], path)
+        else:
+            url = f"https://static.crates.io/crates/{project['name']}/{name}"
+            with urllib.request.urlopen(url, timeout=60) as r, open(path, "wb") as f:
+                f.write(r.read())
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    if digest != project["sha256"]:
+        raise SystemExit(f"{name}: sha256 {digest}, expected {project['sha256']}")
+    return path
+
+
 def sdist(project):
+    if project.get("kind") == "rust":
+        return crate(project)
     os.makedirs(SDIST_CACHE, exist_ok=True)
     name = f"{project['name']}-{project['version']}.tar.gz"
     path = os.path.join(SDIST_CACHE, name)
@@ -104,19 +152,109 @@ def extract(archive, into):
 def run_tests(ws, command, timeout=300):
     p = subprocess.run(command, shell=True, cwd=ws, capture_output=True, text=True, timeout=timeout)
     out = p.stdout + p.stderr
+    if command.startswith("cargo "):
+        results = re.findall(r"test result: \w+\. (\d+) passed; (\d+) failed", out)
+        failed = sum(int(f) for _, f in results)
+        broken = "could not compile" in out or not results
+        return p.returncode, failed, broken, out
     m = re.search(r"(\d+) failed", out)
     failed = int(m.group(1)) if m else 0
     errors = re.search(r"(\d+) errors?\b", out)
     return p.returncode, failed, bool(errors), out
 
 
-def test_text(ws, tests_dir):
+def test_text(ws, tests_dir, package=None):
     chunks = []
     for dirpath, _, files in os.walk(os.path.join(ws, tests_dir)):
         for f in files:
-            if f.endswith(".py"):
+            if f.endswith((".py", ".rs")):
                 chunks.append(open(os.path.join(dirpath, f), encoding="utf-8", errors="replace").read())
+    # Rust's unit tests live in the code's files, below `#[cfg(test)]`.
+    for dirpath, _, files in os.walk(os.path.join(ws, package or tests_dir)):
+        for f in files:
+            if f.endswith(".rs"):
+                text = open(os.path.join(dirpath, f), encoding="utf-8", errors="replace").read()
+                at = text.find("#[cfg(test)]")
+                if at >= 0:
+                    chunks.append(text[at:])
     return "\n".join(chunks)
+
+
+RUST_SWAPS = {" + ": " - ", " - ": " + ", " < ": " <= ", " <= ": " < ", " > ": " >= ", " >= ": " > ",
+              " == ": " != ", " != ": " == ", " && ": " || ", " || ": " && ", "true": "false", "false": "true"}
+RUST_TOKEN = re.compile(r" (?:\+|-|<=|<|>=|>|==|!=|&&|\|\|) |\btrue\b|\bfalse\b|(?<![\w.])\d+(?![\w.])")
+
+
+def blank_rust(text):
+    """The text with comments, strings and char literals blanked (same
+    length), so that braces and tokens are read from code only."""
+    out, i, n = list(text), 0, len(text)
+    def blank(a, b):
+        for k in range(a, b):
+            if out[k] != "\n":
+                out[k] = " "
+    while i < n:
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            blank(i, j); i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            blank(i, j); i = j
+        elif text[i] == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            blank(i, j + 1); i = j + 1
+        elif text[i] == "'" and re.match(r"'(\\.|[^\\'])'", text[i:i + 4] + "    "):
+            m = re.match(r"'(\\.[^']*|[^\\'])'", text[i:])
+            j = i + (len(m.group(0)) if m else 1)
+            blank(i, j); i = j
+        else:
+            i += 1
+    return "".join(out)
+
+
+def rust_mutation_sites(ws, package, tests_text):
+    """Like mutation_sites, for Rust: tokens inside the bodies of `fn`s no
+    test names, outside `#[cfg(test)]` code."""
+    sites = []
+    for dirpath, _, files in os.walk(os.path.join(ws, package)):
+        for f in sorted(files):
+            if not f.endswith(".rs"):
+                continue
+            path = os.path.join(dirpath, f)
+            rel = os.path.relpath(path, ws)
+            source = open(path, encoding="utf-8").read()
+            code = blank_rust(source)
+            cut = code.find("#[cfg(test)]")
+            if cut >= 0:
+                code = code[:cut]
+            for m in re.finditer(r"\bfn\s+(\w+)", code):
+                name = m.group(1)
+                if re.search(r"\b%s\b" % re.escape(name), tests_text):
+                    continue
+                open_at = code.find("{", m.end())
+                semi = code.find(";", m.end())
+                if open_at < 0 or (0 <= semi < open_at):
+                    continue  # a declaration without a body
+                depth, j = 0, open_at
+                while j < len(code):
+                    depth += {"{": 1, "}": -1}.get(code[j], 0)
+                    if depth == 0:
+                        break
+                    j += 1
+                body = code[open_at + 1:j]
+                if re.search(r"\bfn\s+\w+", body):
+                    continue  # nested functions: the outer one is not the site
+                def_line = code.count("\n", 0, m.start()) + 1
+                for t in RUST_TOKEN.finditer(body):
+                    at = open_at + 1 + t.start()
+                    row = code.count("\n", 0, at) + 1
+                    col = at - (code.rfind("\n", 0, at) + 1)
+                    sites.append((rel, name, def_line, (row, col), (row, col + len(t.group(0))), t.group(0)))
+    return sites
 
 
 def mutation_sites(ws, package, tests_text):
@@ -166,7 +304,8 @@ def mutate(ws, site):
     lines = open(path, encoding="utf-8").read().split("\n")
     (row, col), (_, end_col) = start, end
     line = lines[row - 1]
-    new = SWAPS.get(text) or str(int(text) + 1)
+    new = RUST_SWAPS.get(text) if rel.endswith(".rs") else SWAPS.get(text)
+    new = new or str(int(text) + 1)
     lines[row - 1] = line[:col] + new + line[end_col:]
     open(path, "w", encoding="utf-8").write("\n".join(lines))
     return f"{rel}:{row}: `{text}` → `{new}`"
@@ -252,7 +391,17 @@ def rank_of(items, pred):
     return None
 
 
-def evaluate(bug, result, entries, before_entries):
+def suspect_ranks(bug, result):
+    suspects = (result or {}).get("suspects", [])
+    fn = rank_of(suspects, lambda s: s["name"] == bug["function"] and s["path"] == bug["path"])
+    files = []
+    for s in suspects:
+        if s["path"] not in files:
+            files.append(s["path"])
+    return fn, rank_of(files, lambda p: p == bug["path"])
+
+
+def evaluate(bug, result, entries, before_entries, before_result=None):
     suspects = (result or {}).get("suspects", [])
     fn = rank_of(suspects, lambda s: s["name"] == bug["function"] and s["path"] == bug["path"])
     files = []
@@ -271,6 +420,10 @@ def evaluate(bug, result, entries, before_entries):
     }
     if before_entries is not None:
         out["before_map_file_rank"], out["before_map_function_rank"] = map_ranks(before_entries)
+        out["before_function_rank"], out["before_file_rank"] = suspect_ranks(bug, before_result)
+    coverage = (result or {}).get("coverage")
+    if coverage:
+        out["coverage"] = coverage
     return out
 
 
@@ -292,7 +445,16 @@ def summary(records):
             "map: file top-3": sh("map_file_rank", 3), "map: function top-5": sh("map_function_rank", 5),
             "before, map: file top-3": sh("before_map_file_rank", 3),
             "before, map: function top-5": sh("before_map_function_rank", 5),
+            "before: function top-1": sh("before_function_rank", 1),
+            "before: function top-5": sh("before_function_rank", 5),
+            "before: file top-3": sh("before_file_rank", 3),
         }
+        # The traced run's time against the first test run's.
+        ratios = sorted(r["coverage"]["seconds"] / r["coverage"]["testRunSeconds"]
+                        for r in recs if r.get("coverage", {}).get("testRunSeconds"))
+        if ratios:
+            out[label]["coverage / test run (median, max)"] = (
+                f"{ratios[len(ratios) // 2]:.2f}×, {ratios[-1]:.2f}×")
     return out
 
 
@@ -300,7 +462,7 @@ def markdown(summ):
     keys = list(next(iter(summ.values())).keys()) if summ else []
     lines = ["| bugs | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
     for label, row in summ.items():
-        lines.append(f"| {label} | " + " | ".join(row[k] for k in keys) + " |")
+        lines.append(f"| {label} | " + " | ".join(row.get(k, "–") for k in keys) + " |")
     return "\n".join(lines)
 
 
@@ -328,11 +490,21 @@ def main():
             code, failed, errors, out = run_tests(pristine, project["test_command"])
             if code != 0:
                 raise SystemExit(f"{project['name']}: the tests fail before any bug:\n{out[-2000:]}")
-            tests_text = test_text(pristine, project["tests"])
-            sites = mutation_sites(pristine, project["package"], tests_text)
+            tests_text = test_text(pristine, project["tests"], project["package"])
+            find_sites = rust_mutation_sites if project.get("kind") == "rust" else mutation_sites
+            sites = find_sites(pristine, project["package"], tests_text)
             random.Random(args.seed).shuffle(sites)
             log(f"{project['name']} {project['version']}: {len(sites)} mutable tokens in untested-by-name functions")
             kept, tried, functions_used = 0, 0, set()
+            # The mutants kept by an earlier run with the same seed: the
+            # search (a test run per mutant tried) is most of the time.
+            known_path = os.path.join(
+                SDIST_CACHE, f"kept-{project['name']}-{project['version']}-seed{args.seed}.json")
+            known = json.load(open(known_path)) if os.path.exists(known_path) else []
+            if len(known) >= args.bugs_per_project:
+                sites = [k["site"] for k in known[:args.bugs_per_project]]
+            else:
+                known = []
             for site in sites:
                 if kept >= args.bugs_per_project:
                     break
@@ -349,14 +521,17 @@ def main():
                 if errors or not (MIN_FAILED <= failed <= MAX_FAILED):
                     continue
                 functions_used.add((rel, fn_name))
+                if not any(k["site"] == json.loads(json.dumps(site)) for k in known):
+                    known.append({"site": json.loads(json.dumps(site))})
+                    json.dump(known, open(known_path, "w"))
                 bug = {"project": project["name"], "path": rel, "function": fn_name, "mutation": what,
                        "failed_tests": failed,
                        "named": bool(re.search(r"\b%s\b" % re.escape(fn_name), out))}
                 result, entries, seconds, error = localize(args.fettle, ws, project["test_command"], tmp)
-                before = None
+                before, before_result = None, None
                 if args.before_fettle:
-                    _, before, _, _ = localize(args.before_fettle, ws, project["test_command"], tmp)
-                bug.update(evaluate(bug, result, entries, before))
+                    before_result, before, _, _ = localize(args.before_fettle, ws, project["test_command"], tmp)
+                bug.update(evaluate(bug, result, entries, before, before_result))
                 bug["seconds"] = round(seconds, 1)
                 if error:
                     bug["error"] = error

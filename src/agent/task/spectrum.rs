@@ -94,64 +94,27 @@ impl Task {
         if !self.spec.coverage || baseline.passed || !self.looks_like_python(baseline, &command) {
             return None;
         }
-        let area = match tracer_area() {
-            Ok(area) => area,
-            Err(err) => {
-                self.status(&format!("No coverage: cannot write its tracer: {err}"));
-                return None;
-            }
-        };
         let root = self.files.root().to_path_buf();
         let real_root = std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone());
-        let out = area.path().join("out");
-        let lib = area.path().join("lib");
-        let traced = format!(
-            "export FETTLE_SPECTRUM_OUT={out}; export FETTLE_SPECTRUM_ROOT={root}; \
-             export PYTHONPATH={lib}\"${{PYTHONPATH:+:$PYTHONPATH}}\"; \
-             export PYTEST_PLUGINS=fettle_spectrum_pytest\"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}\"\n{command}",
-            out = shell_quote(&out.display().to_string()),
-            root = shell_quote(&real_root.display().to_string()),
-            lib = shell_quote(&lib.display().to_string()),
-        );
-        let settings = self.check_settings(Some(&command));
-        let mut spec = check::test_spec(&settings, traced);
-        spec.timeout = (outcome.elapsed * TIME_FACTOR + EXTRA_TIME).min(spec.timeout);
-        if let Some(policy) = spec.sandbox.as_mut() {
-            // The whole folder: under a private /tmp only what may be
-            // written is bound back, and the tracer must be seen too.
-            policy.writable.push(area.path().to_path_buf());
-        }
-        self.status(&format!(
-            "Localizing: running the tests again, recording the functions each test runs (at most {} s)",
-            spec.timeout.as_secs()
-        ));
+        let failing = baseline.report.as_ref().map(|r| r.failing_tests.join("\n"));
+        let state = format!("{command}\0{}", failing.unwrap_or_default());
+        let cached = cache::key(&self.index, &state, &real_root).map(|key| cache::dir(&key));
         let started = Instant::now();
-        let before = self.files.before_command().await;
-        let ran = exec::run(&spec, &self.cancel).await;
-        let effects = self.files.after_command(before).await;
-        if let Some(note) = self.command_effects(&effects, "The traced test run") {
-            self.command_note = Some(note);
-        }
-        let elapsed = started.elapsed();
-        let why_none = match &ran {
-            Err(err) => Some(format!("could not run the tests: {err}")),
-            Ok(o) if o.timed_out => Some(format!(
-                "the traced run took longer than {} s",
-                spec.timeout.as_secs()
-            )),
-            Ok(_) => None,
+        let (spectrum, from_cache) = match cached.as_ref().filter(|dir| dir.is_dir()) {
+            Some(dir) => (self.read_spectrum(dir, &real_root), true),
+            None => (
+                self.traced_run(&command, outcome, &real_root, cached.as_deref())
+                    .await,
+                false,
+            ),
         };
-        let spectrum = match why_none {
-            Some(why) => Err(why),
-            None => self.read_spectrum(&out, &real_root),
-        };
-        let seconds = elapsed.as_secs_f64();
+        let seconds = started.elapsed().as_secs_f64();
         let test_run_seconds = outcome.elapsed.as_secs_f64();
         match spectrum {
             Ok(s) => {
                 let data = json!({
                     "failingTests": s.failing_tests, "passingTests": s.passing_tests,
-                    "seconds": seconds, "testRunSeconds": test_run_seconds,
+                    "seconds": seconds, "testRunSeconds": test_run_seconds, "cached": from_cache,
                 });
                 self.coverage_json = Some(data.clone());
                 let top: Vec<String> = s
@@ -160,13 +123,16 @@ impl Task {
                     .take(5)
                     .map(|e| format!("{} {:.2}", e.symbol.name, e.score))
                     .collect();
+                let how = match from_cache {
+                    true => "as traced before (the same code and test command)".to_owned(),
+                    false => format!("traced in {seconds:.1} s"),
+                };
                 self.event(
                     EventKind::Status,
                     format!(
-                        "Coverage: {} failing and {} passing tests traced in {:.1} s; most suspicious: {}",
+                        "Coverage: {} failing and {} passing tests {how}; most suspicious: {}",
                         s.failing_tests,
                         s.passing_tests,
-                        elapsed.as_secs_f64(),
                         top.join(", ")
                     ),
                     json!({ "coverage": data }),
@@ -179,6 +145,61 @@ impl Task {
                 None
             }
         }
+    }
+
+    /// The test command run under the tracer; what it recorded is kept in
+    /// `cache` (a folder to create) when it has a failing test.
+    async fn traced_run(
+        &mut self,
+        command: &str,
+        first_run: &crate::agent::exec::CommandOutcome,
+        real_root: &Path,
+        cache: Option<&Path>,
+    ) -> Result<Spectrum, String> {
+        let area = tracer_area().map_err(|err| format!("cannot write its tracer: {err}"))?;
+        let out = area.path().join("out");
+        let lib = area.path().join("lib");
+        let traced = format!(
+            "export FETTLE_SPECTRUM_OUT={out}; export FETTLE_SPECTRUM_ROOT={root}; \
+             export PYTHONPATH={lib}\"${{PYTHONPATH:+:$PYTHONPATH}}\"; \
+             export PYTEST_PLUGINS=fettle_spectrum_pytest\"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}\"\n{command}",
+            out = shell_quote(&out.display().to_string()),
+            root = shell_quote(&real_root.display().to_string()),
+            lib = shell_quote(&lib.display().to_string()),
+        );
+        let settings = self.check_settings(Some(command));
+        let mut spec = check::test_spec(&settings, traced);
+        spec.timeout = (first_run.elapsed * TIME_FACTOR + EXTRA_TIME).min(spec.timeout);
+        if let Some(policy) = spec.sandbox.as_mut() {
+            // The whole folder: under a private /tmp only what may be
+            // written is bound back, and the tracer must be seen too.
+            policy.writable.push(area.path().to_path_buf());
+        }
+        self.status(&format!(
+            "Localizing: running the tests again, recording the functions each test runs (at most {} s)",
+            spec.timeout.as_secs()
+        ));
+        let before = self.files.before_command().await;
+        let ran = exec::run(&spec, &self.cancel).await;
+        let effects = self.files.after_command(before).await;
+        if let Some(note) = self.command_effects(&effects, "The traced test run") {
+            self.command_note = Some(note);
+        }
+        match &ran {
+            Err(err) => return Err(format!("could not run the tests: {err}")),
+            Ok(o) if o.timed_out => {
+                return Err(format!(
+                    "the traced run took longer than {} s",
+                    spec.timeout.as_secs()
+                ))
+            }
+            Ok(_) => {}
+        }
+        let spectrum = self.read_spectrum(&out, real_root)?;
+        if let Some(dir) = cache {
+            cache::keep(&out, dir);
+        }
+        Ok(spectrum)
     }
 
     /// Python tests: pytest's or unittest's output, or a Python command.
@@ -345,6 +366,96 @@ impl SymbolLookup {
                     .min_by_key(|s| s.range.0.line)
             })
             .cloned()
+    }
+}
+
+/// What a traced run recorded, kept by the state of the code: a task run
+/// again on the same code and test command (the user's second try) does
+/// not trace again.
+mod cache {
+    use std::path::{Path, PathBuf};
+
+    use sha2::{Digest, Sha256};
+
+    use crate::index::WorkspaceIndex as Index;
+
+    /// Entries kept; the oldest go first.
+    const MAX_ENTRIES: usize = 32;
+    /// Past this much Python, the key is not worth reading the files for.
+    const MAX_KEY_BYTES: u64 = 64 << 20;
+
+    fn parent() -> PathBuf {
+        crate::agent::checkpoint::cache_dir()
+            .join("coverage")
+            .join("cache")
+    }
+
+    pub fn dir(key: &str) -> PathBuf {
+        parent().join(key)
+    }
+
+    /// The test command and the tests it failed (`state`), the tracer, the
+    /// root and every indexed Python file's path and bytes on disk (what
+    /// the tests run).
+    pub fn key(index: &Index, state: &str, root: &Path) -> Option<String> {
+        let mut hasher = Sha256::new();
+        for part in [
+            state,
+            super::TRACER,
+            super::PYTEST_PLUGIN,
+            &root.display().to_string(),
+        ] {
+            hasher.update(part.as_bytes());
+            hasher.update([0]);
+        }
+        let mut total = 0u64;
+        for file in index.files() {
+            if file.language != crate::syntax::Language::Python {
+                continue;
+            }
+            let bytes = std::fs::read(&file.path).ok()?;
+            total += bytes.len() as u64;
+            if total > MAX_KEY_BYTES {
+                return None;
+            }
+            hasher.update(file.path.display().to_string().as_bytes());
+            hasher.update([0]);
+            hasher.update((bytes.len() as u64).to_le_bytes());
+            hasher.update(&bytes);
+        }
+        Some(format!("{:x}", hasher.finalize()))
+    }
+
+    /// Copies the run's files into `dir`, and drops the oldest entries.
+    pub fn keep(out: &Path, dir: &Path) {
+        let copy = || -> std::io::Result<()> {
+            let partial = dir.with_extension("part");
+            let _ = std::fs::remove_dir_all(&partial);
+            std::fs::create_dir_all(&partial)?;
+            for entry in std::fs::read_dir(out)?.flatten().take(super::MAX_FILES) {
+                let path = entry.path();
+                if entry.file_type()?.is_file() && path.extension().is_some_and(|x| x == "json") {
+                    std::fs::copy(&path, partial.join(entry.file_name()))?;
+                }
+            }
+            std::fs::rename(&partial, dir)
+        };
+        if let Err(err) = copy() {
+            tracing::warn!(dir = %dir.display(), "coverage cache not written: {err}");
+        }
+        let Ok(entries) = std::fs::read_dir(parent()) else {
+            return;
+        };
+        let mut entries: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        if entries.len() > MAX_ENTRIES {
+            entries.sort();
+            for (_, path) in entries.iter().take(entries.len() - MAX_ENTRIES) {
+                let _ = std::fs::remove_dir_all(path);
+            }
+        }
     }
 }
 

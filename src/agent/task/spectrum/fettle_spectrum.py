@@ -22,11 +22,24 @@ _failed = False
 _under_pytest = False
 
 
+_REPORTING = ("__repr__", "__str__", "__format__")
+_caller_in_workspace = {}
+
+
 def _trace(frame, event, arg):
     # Called on each new Python frame only (no local tracing: return None).
     current = _current
     if current is not None:
-        current.add(frame.f_code)
+        code = frame.f_code
+        # A failed assertion's values are shown by the test framework
+        # (pytest's saferepr, unittest's safe_repr): only failing tests run
+        # those, which would make every `__repr__` a suspect. Counted only
+        # when the workspace's own code calls them.
+        if code.co_name in _REPORTING:
+            caller = frame.f_back
+            if caller is None or not _in_workspace(caller.f_code.co_filename, _caller_in_workspace):
+                return None
+        current.add(code)
     return None
 
 
