@@ -248,6 +248,33 @@ impl Task {
             .and_then(|s| self.suspect_of(s, "on the failure's stack"))
     }
 
+    /// A test in a code file: a function in a `mod tests` (Rust's unit
+    /// tests live beside the code) or marked `#[test]`.
+    pub(super) fn is_test_function(&self, symbol: &crate::index::IndexedSymbol) -> bool {
+        if symbol
+            .container
+            .as_deref()
+            .is_some_and(|c| c == "tests" || c == "test")
+        {
+            return true;
+        }
+        if crate::syntax::Language::from_path(&symbol.path) != Some(crate::syntax::Language::Rust) {
+            return false;
+        }
+        let Some(text) = self.files.text(&symbol.path) else {
+            return false;
+        };
+        // Its attributes: the lines just above, and its own first line.
+        let start = symbol.range.0.line as usize;
+        text.lines()
+            .skip(start.saturating_sub(3))
+            .take(start.min(3) + 1)
+            .any(|line| {
+                let line = line.trim_start();
+                line.starts_with("#[") && (line.contains("test]") || line.contains("test("))
+            })
+    }
+
     /// A function the task may change, as a suspect.
     fn suspect_of(&self, symbol: &crate::index::IndexedSymbol, why: &str) -> Option<Suspect> {
         if !is_function(symbol.kind) {
@@ -256,6 +283,7 @@ impl Task {
         let path: PathBuf = symbol.path.to_path_buf();
         let rel = self.files.paths.relative(&path);
         if is_test_file(&rel)
+            || self.is_test_function(symbol)
             || self.files.tests_kept.contains(&path)
             || self.files.paths.check_writable(&rel, &path).is_err()
             || crate::agent::redact::is_secret_path(&path)

@@ -160,9 +160,10 @@ impl Task {
             .collect();
         let chosen = match in_file.is_empty() {
             false => in_file,
+            // Rust's unit tests live in the code's files.
             true => definitions
                 .into_iter()
-                .filter(|d| self.in_tests(&d.path))
+                .filter(|d| self.in_tests(&d.path) || self.is_test_function(d))
                 .collect(),
         };
         chosen.into_iter().take(MAX_TEST_DEFINITIONS).collect()
@@ -183,7 +184,7 @@ impl Task {
             .index
             .definitions(name)
             .into_iter()
-            .filter(|d| is_function(d.kind) && !self.in_tests(&d.path))
+            .filter(|d| is_function(d.kind) && !self.in_tests(&d.path) && !in_test_module(d))
             .collect();
         let Some(visible) = visible else {
             return match definitions.len() > MAX_DEFINERS {
@@ -297,6 +298,15 @@ const KEYWORDS: &[&str] = &[
 
 fn key(symbol: &IndexedSymbol) -> (Arc<Path>, u32) {
     (symbol.path.clone(), symbol.range.0.line)
+}
+
+/// A function in a `mod tests` (Rust's unit tests, beside the code): not
+/// where a call from the code goes.
+fn in_test_module(symbol: &IndexedSymbol) -> bool {
+    symbol
+        .container
+        .as_deref()
+        .is_some_and(|c| c == "tests" || c == "test")
 }
 
 #[cfg(test)]
