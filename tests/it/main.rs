@@ -21,6 +21,7 @@ mod agent_bisect;
 mod agent_checkpoint;
 mod agent_confined;
 mod agent_corpus;
+mod agent_coverage;
 mod agent_edit;
 mod agent_exec;
 mod agent_paths;

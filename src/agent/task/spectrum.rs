@@ -1,8 +1,9 @@
-//! Execution-based localization (`agent.coverage`): when Python tests fail
-//! before any change, the test command runs once more with a tracer loaded
-//! into every Python process it starts (a `sitecustomize` on `PYTHONPATH`
-//! and, under pytest, a plugin) that records which of the workspace's
-//! functions each test runs and whether it failed. Each function is scored
+//! Execution-based localization (`agent.coverage`): when Python or Node
+//! tests fail before any change, the test command runs once more with a
+//! tracer loaded into every Python process it starts (a `sitecustomize` on
+//! `PYTHONPATH` and, under pytest, a plugin) that records which of the
+//! workspace's functions each test runs and whether it failed — for Node,
+//! V8's own coverage per test file's process ([`node`]). Each function is scored
 //! by Ochiai over the failing and passing tests — run by every failing
 //! test and few passing ones scores highest — so the helper the failure
 //! never names ranks above the public function the tests call. The
@@ -29,6 +30,9 @@ use crate::index::IndexedSymbol;
 const TRACER: &str = include_str!("spectrum/fettle_spectrum.py");
 const PYTEST_PLUGIN: &str = include_str!("spectrum/fettle_spectrum_pytest.py");
 const SITECUSTOMIZE: &str = include_str!("spectrum/sitecustomize.py");
+const NODE_PRELOAD: &str = include_str!("spectrum/fettle_spectrum.cjs");
+
+mod node;
 
 /// Files the tracer's processes may leave (one per Python process).
 const MAX_FILES: usize = 64;
@@ -91,7 +95,7 @@ impl Task {
     pub(super) async fn run_spectrum(&mut self, baseline: &Verification) -> Option<Spectrum> {
         let command = self.spec.test_command.clone()?;
         let outcome = baseline.outcome.as_ref()?;
-        if !self.spec.coverage || baseline.passed || !self.looks_like_python(baseline, &command) {
+        if !self.spec.coverage || baseline.passed || !self.traceable(baseline, &command) {
             return None;
         }
         let root = self.files.root().to_path_buf();
@@ -162,10 +166,17 @@ impl Task {
         let traced = format!(
             "export FETTLE_SPECTRUM_OUT={out}; export FETTLE_SPECTRUM_ROOT={root}; \
              export PYTHONPATH={lib}\"${{PYTHONPATH:+:$PYTHONPATH}}\"; \
-             export PYTEST_PLUGINS=fettle_spectrum_pytest\"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}\"\n{command}",
+             export PYTEST_PLUGINS=fettle_spectrum_pytest\"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}\"; \
+             export NODE_V8_COVERAGE={v8}; \
+             export NODE_OPTIONS={preload}\"${{NODE_OPTIONS:+ $NODE_OPTIONS}}\"\n{command}",
             out = shell_quote(&out.display().to_string()),
             root = shell_quote(&real_root.display().to_string()),
             lib = shell_quote(&lib.display().to_string()),
+            v8 = shell_quote(&out.join("v8").display().to_string()),
+            preload = shell_quote(&format!(
+                "--require=\"{}\"",
+                lib.join("fettle_spectrum.cjs").display()
+            )),
         );
         let settings = self.check_settings(Some(command));
         let mut spec = check::test_spec(&settings, traced);
@@ -195,6 +206,7 @@ impl Task {
             }
             Ok(_) => {}
         }
+        node::convert(&out, real_root);
         let spectrum = self.read_spectrum(&out, real_root)?;
         if let Some(dir) = cache {
             cache::keep(&out, dir);
@@ -202,16 +214,16 @@ impl Task {
         Ok(spectrum)
     }
 
-    /// Python tests: pytest's or unittest's output, or a Python command.
-    fn looks_like_python(&self, baseline: &Verification, command: &str) -> bool {
-        let has_python = self
-            .index
-            .files()
-            .iter()
-            .any(|f| f.language == crate::syntax::Language::Python);
+    /// Tests the tracer can follow: Python's (pytest's or unittest's
+    /// output, or a Python command) or Node's test runner.
+    fn traceable(&self, baseline: &Verification, command: &str) -> bool {
+        let files = self.index.files();
+        let has = |language| files.iter().any(|f| f.language == language);
         let output = baseline.outcome.as_ref().map_or("", |o| o.output.as_str());
         let runner = baseline.report.as_ref().and_then(|r| r.runner);
-        has_python
+        let node = has(crate::syntax::Language::JavaScript)
+            && (runner == Some("node") || command.contains("node --test"));
+        node || has(crate::syntax::Language::Python)
             && (runner == Some("pytest")
                 || command.contains("python")
                 || command.contains("pytest")
@@ -283,7 +295,7 @@ impl Task {
         }
         if failing_tests == 0 {
             return Err(match passing_tests {
-                0 => "no test was recorded (not Python's pytest or unittest, or Python started without `site`)".to_owned(),
+                0 => "no test was recorded (not pytest, unittest or `node --test`, or Python started without `site`)".to_owned(),
                 n => format!("all {n} traced tests passed this time"),
             });
         }
@@ -395,14 +407,15 @@ mod cache {
     }
 
     /// The test command and the tests it failed (`state`), the tracer, the
-    /// root and every indexed Python file's path and bytes on disk (what
-    /// the tests run).
+    /// root and every indexed Python, JavaScript and TypeScript file's path
+    /// and bytes on disk (what the tests run).
     pub fn key(index: &Index, state: &str, root: &Path) -> Option<String> {
         let mut hasher = Sha256::new();
         for part in [
             state,
             super::TRACER,
             super::PYTEST_PLUGIN,
+            super::NODE_PRELOAD,
             &root.display().to_string(),
         ] {
             hasher.update(part.as_bytes());
@@ -410,7 +423,11 @@ mod cache {
         }
         let mut total = 0u64;
         for file in index.files() {
-            if file.language != crate::syntax::Language::Python {
+            use crate::syntax::Language;
+            if !matches!(
+                file.language,
+                Language::Python | Language::JavaScript | Language::TypeScript
+            ) {
                 continue;
             }
             let bytes = std::fs::read(&file.path).ok()?;
@@ -473,6 +490,7 @@ fn tracer_area() -> std::io::Result<tempfile::TempDir> {
         ("fettle_spectrum.py", TRACER),
         ("fettle_spectrum_pytest.py", PYTEST_PLUGIN),
         ("sitecustomize.py", SITECUSTOMIZE),
+        ("fettle_spectrum.cjs", NODE_PRELOAD),
     ] {
         std::fs::write(lib.join(name), text)?;
     }
