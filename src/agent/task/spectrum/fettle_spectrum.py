@@ -48,6 +48,9 @@ def begin(test_id):
     _test_id = test_id
     _current = set()
     _failed = False
+    # Traced only while a test runs: collection and imports cost nothing.
+    sys.settrace(_trace)
+    threading.settrace(_trace)
 
 
 def fail():
@@ -57,6 +60,8 @@ def fail():
 
 def end():
     global _current
+    sys.settrace(None)
+    threading.settrace(None)
     if _current is not None and len(_tests) < _MAX_TESTS:
         _tests.append((_test_id, _failed, _current))
     _current = None
@@ -136,7 +141,5 @@ def under_pytest():
 
 
 if _OUT:
-    sys.settrace(_trace)
-    threading.settrace(_trace)
     _patch_unittest()
     atexit.register(write)
