@@ -21,10 +21,6 @@ const ROUND_TEMPERATURES: [f64; 2] = [0.7, 1.0];
 const MAX_SUSPECTS: usize = 8;
 /// Functions ranked from each source before the best are kept.
 const MAX_RANKED: usize = 24;
-/// The weight of the order by names (stack, call path, names) beside a
-/// traced run's Ochiai score (0–1): it orders equal scores, and ranks
-/// the functions no failing test ran.
-const NAMES_WEIGHT: f64 = 0.05;
 
 /// A candidate's approach.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,17 +121,19 @@ impl Task {
             return by_names.into_iter().take(MAX_SUSPECTS).collect();
         };
         // One ranking: what the traced tests ran (Ochiai) first; among
-        // equals, and for functions no failing test ran, the order above.
+        // equal scores, and for functions no failing test ran, the order
+        // above (a weight for it overturned a better Ochiai score: the
+        // function every test calls first, the helper only failures reach
+        // second).
         let mut ranked: Vec<(f64, Suspect)> = Vec::new();
-        for (k, s) in by_names.iter().enumerate() {
+        for s in &by_names {
             let executed = spectrum.functions.iter().find(|e| {
                 self.files.paths.relative(&e.symbol.path) == s.path
                     && e.symbol.range.0.line + 1 == s.lines.0
             });
-            let names = NAMES_WEIGHT / (1.0 + k as f64);
             let (score, why) = match executed {
-                Some(e) => (e.score + names, format!("{}; {}", spectrum.why(e), s.why)),
-                None => (names, s.why.clone()),
+                Some(e) => (e.score, format!("{}; {}", spectrum.why(e), s.why)),
+                None => (0.0, s.why.clone()),
             };
             ranked.push((score, Suspect { why, ..s.clone() }));
         }
