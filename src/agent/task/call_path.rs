@@ -41,7 +41,8 @@ static IMPORT: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 
 static CALL: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+    // `name(`, and Rust's `name::<T, _>(`.
+    Regex::new(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:::<[^()]*>)?\s*\(")
         .map_err(|err| tracing::error!("call path: call pattern: {err}"))
         .ok()
 });
@@ -319,6 +320,12 @@ mod tests {
         assert_eq!(
             called_names(body),
             ["test_total", "check", "total", "prices", "fmt"]
+        );
+        // Rust's turbofish: the walk stopped at `parse_float::<F, _, _>(`.
+        let body = "fn check() {\n    assert!(expected == parse::parse_float::<F, _, _>(i, f), \"x\");\n    let v = Vec::<u8>::with_capacity(3);\n}";
+        assert_eq!(
+            called_names(body),
+            ["check", "parse_float", "with_capacity"]
         );
     }
 }
