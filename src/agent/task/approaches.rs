@@ -249,11 +249,7 @@ impl Task {
     /// A test in a code file: a function in a `mod tests` (Rust's unit
     /// tests live beside the code) or marked `#[test]`.
     pub(super) fn is_test_function(&self, symbol: &crate::index::IndexedSymbol) -> bool {
-        if symbol
-            .container
-            .as_deref()
-            .is_some_and(|c| c == "tests" || c == "test")
-        {
+        if super::call_path::in_test_module(symbol) {
             return true;
         }
         if crate::syntax::Language::from_path(&symbol.path) != Some(crate::syntax::Language::Rust) {

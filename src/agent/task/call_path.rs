@@ -303,7 +303,7 @@ fn key(symbol: &IndexedSymbol) -> (Arc<Path>, u32) {
 
 /// A function in a `mod tests` (Rust's unit tests, beside the code): not
 /// where a call from the code goes.
-fn in_test_module(symbol: &IndexedSymbol) -> bool {
+pub(super) fn in_test_module(symbol: &IndexedSymbol) -> bool {
     symbol
         .container
         .as_deref()

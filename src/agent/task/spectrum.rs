@@ -256,6 +256,9 @@ impl Task {
         let mut lookup = SymbolLookup::default();
         let mut counts: HashMap<usize, (u32, u32)> = HashMap::new();
         let mut symbols: Vec<IndexedSymbol> = Vec::new();
+        // A symbol's place in `symbols`, by where it is (thousands of
+        // functions in a big suite: no linear search per lookup).
+        let mut places: HashMap<(std::sync::Arc<Path>, u32), usize> = HashMap::new();
         let (mut failing_tests, mut passing_tests) = (0u32, 0u32);
         for r in &recorded {
             // Each recorded function → an index symbol, once per file.
@@ -265,8 +268,8 @@ impl Task {
                 .map(|(path, line, _)| {
                     let rel = Path::new(path).strip_prefix(real_root).ok()?;
                     let symbol = lookup.function_at(self, &self.files.root().join(rel), *line)?;
-                    let at = symbols.iter().position(|s| same(s, &symbol));
-                    Some(at.unwrap_or_else(|| {
+                    let key = (symbol.path.clone(), symbol.range.0.line);
+                    Some(*places.entry(key).or_insert_with(|| {
                         symbols.push(symbol);
                         symbols.len() - 1
                     }))
@@ -341,10 +344,6 @@ pub(super) fn ochiai(failing: u32, passing: u32, all_failing: u32) -> f64 {
         true => f64::from(failing) / denominator,
         false => 0.0,
     }
-}
-
-fn same(a: &IndexedSymbol, b: &IndexedSymbol) -> bool {
-    a.path == b.path && a.range == b.range
 }
 
 /// Index lookups, one per file.
