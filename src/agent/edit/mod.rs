@@ -13,6 +13,7 @@ mod between;
 mod blocks;
 mod closest;
 mod imports;
+mod line_fix;
 mod lint;
 mod matching;
 mod step;
@@ -22,6 +23,7 @@ pub use between::{count_changed_lines, edit_between};
 pub use blocks::{
     defined_names, fenced_blocks, plan as plan_block, BlockEdit, Candidate, FencedBlock, NoEdit,
 };
+pub use line_fix::{line_edit, line_fixes, LineEdit, LineFix, NoLineFix};
 pub use lint::{lint_guard, LintRejection};
 pub use step::{plan_step, FileOp, OpReport, PlannedChange};
 pub use udiff::{diff_edits, DiffEdit};

@@ -1,9 +1,10 @@
 //! How the candidates of a search differ (`agent.candidates`): sampling
 //! hotter alone gives a small model the same wrong answer three times, so
 //! each candidate after the first is also asked for a different approach —
-//! name the wrong line before fixing it, look hardest at another suspect
-//! function, or change as few lines as possible — appended to
-//! the message it drafts from. The tests choose among them all the same.
+//! name only the wrong line and its correction, look hardest at another
+//! suspect function, name the wrong line before fixing it, or change as
+//! few lines as possible — appended to the message it drafts from. The
+//! tests choose among them all the same.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,31 @@ use crate::syntax::SymbolKind;
 /// the second, and so on, in turn.
 const ROUND_TEMPERATURES: [f64; 2] = [0.7, 1.0];
 
+/// The approaches after the first candidate, in turn. The one-line answer
+/// comes twice in each six: it costs a dozen tokens where a whole function
+/// costs hundreds, and it fixed what the others did not (QuixBugs
+/// `knapsack`, `subsequences` with the 1.5B).
+const ROTATION: [Rotation; 6] = [
+    Rotation::OneLine,
+    Rotation::Suspect,
+    Rotation::OneLine,
+    Rotation::ReasonFirst,
+    Rotation::Suspect,
+    Rotation::SmallestChange,
+];
+
+#[derive(Clone, Copy)]
+enum Rotation {
+    OneLine,
+    Suspect,
+    ReasonFirst,
+    SmallestChange,
+}
+
+/// The most tokens a one-line answer may take (two quoted lines take 20–60;
+/// past that the model is writing the whole function after all).
+pub(super) const ONE_LINE_MAX_TOKENS: u32 = 128;
+
 /// Suspect functions kept for the hints.
 const MAX_SUSPECTS: usize = 8;
 /// Functions ranked from each source before the best are kept.
@@ -27,6 +53,8 @@ const MAX_RANKED: usize = 24;
 pub(super) enum Approach {
     /// As a single line of attempts would answer.
     AsSingleLine,
+    /// Only the wrong line, quoted, and its correction (`WRONG:`/`FIXED:`).
+    OneLine,
     /// The wrong line named, and why, before the fix.
     ReasonFirst,
     /// The fix looked for in one suspect function first.
@@ -63,6 +91,7 @@ impl Approach {
     pub fn label(&self) -> String {
         match self {
             Approach::AsSingleLine => "as a single line".to_owned(),
+            Approach::OneLine => "only the wrong line".to_owned(),
             Approach::ReasonFirst => "name the wrong line first".to_owned(),
             Approach::Suspect(s) => format!("look first at {} in {}", s.name, s.path),
             Approach::SmallestChange => "the smallest change".to_owned(),
@@ -74,6 +103,8 @@ impl Approach {
     pub fn instruction(&self, compact: bool) -> String {
         let text = match (self, compact) {
             (Approach::AsSingleLine, _) => return String::new(),
+            (Approach::OneLine, true) => "Instead of the whole function: exactly one line of it is wrong. Answer with only that line as it is and the line corrected, in this form:\nWRONG: <the line as it is>\nFIXED: <the corrected line>".to_owned(),
+            (Approach::OneLine, false) => "Exactly one line is wrong: find it and change only that line (one edit whose search text is that line), or answer with only that line as it is and the line corrected, in this form:\nWRONG: <the line as it is>\nFIXED: <the corrected line>".to_owned(),
             (Approach::ReasonFirst, true) => "First, in one sentence, name the line that is wrong and why; then answer with the whole corrected function in one fenced code block.".to_owned(),
             (Approach::ReasonFirst, false) => "First, in one sentence, name the line that is wrong and why; then make the edit.".to_owned(),
             (Approach::Suspect(s), _) => format!(
@@ -98,13 +129,15 @@ pub(super) fn approach_for(number: u32, first: f64, suspects: &[Suspect]) -> (Ap
     };
     let round = (k / 3) as usize;
     let temperature = ROUND_TEMPERATURES[round % ROUND_TEMPERATURES.len()];
-    let approach = match k % 3 {
-        0 => Approach::ReasonFirst,
-        1 => match suspects.get(round % suspects.len().max(1)) {
+    let approach = match ROTATION[k as usize % ROTATION.len()] {
+        Rotation::OneLine => Approach::OneLine,
+        // A suspect's turn comes once a round: the round's suspect, in turn.
+        Rotation::Suspect => match suspects.get(round % suspects.len().max(1)) {
             Some(s) => Approach::Suspect(s.clone()),
             None => Approach::ReasonFirst,
         },
-        _ => Approach::SmallestChange,
+        Rotation::ReasonFirst => Approach::ReasonFirst,
+        Rotation::SmallestChange => Approach::SmallestChange,
     };
     (approach, temperature)
 }
@@ -319,14 +352,14 @@ mod tests {
         let approaches: Vec<(Approach, f64)> =
             (1..=8).map(|n| approach_for(n, 0.0, &suspects)).collect();
         assert_eq!(approaches[0], (Approach::AsSingleLine, 0.0));
-        assert_eq!(approaches[1], (Approach::ReasonFirst, 0.7));
+        assert_eq!(approaches[1], (Approach::OneLine, 0.7));
         assert_eq!(approaches[2], (Approach::Suspect(suspect("parse")), 0.7));
-        assert_eq!(approaches[3], (Approach::SmallestChange, 0.7));
+        assert_eq!(approaches[3], (Approach::OneLine, 0.7));
         assert_eq!(approaches[4], (Approach::ReasonFirst, 1.0));
         // The second round looks at the second suspect.
         assert_eq!(approaches[5], (Approach::Suspect(suspect("helper")), 1.0));
         assert_eq!(approaches[6], (Approach::SmallestChange, 1.0));
-        assert_eq!(approaches[7], (Approach::ReasonFirst, 0.7));
+        assert_eq!(approaches[7], (Approach::OneLine, 0.7));
         // Without a suspect, a suspect's turn reasons first.
         assert_eq!(approach_for(3, 0.0, &[]).0, Approach::ReasonFirst);
     }
@@ -338,6 +371,7 @@ mod tests {
             Approach::ReasonFirst,
             Approach::Suspect(suspect("parse")),
             Approach::SmallestChange,
+            Approach::OneLine,
         ]
         .iter()
         .flat_map(|a| [a.instruction(true), a.instruction(false)])
@@ -346,5 +380,9 @@ mod tests {
         assert!(texts[2].contains("`parse` (lib.py, lines 1–5)"));
         assert!(texts[4].contains("one or two") && texts[4].contains("whole function"));
         assert!(texts[5].contains("one edit"));
+        // The one-line form is the one `agent::edit::line_fix` reads.
+        assert!(texts[6].contains("\nWRONG: <") && texts[6].contains("\nFIXED: <"));
+        let fixes = crate::agent::edit::line_fixes("WRONG: `a = 1`\nFIXED: `a = 2`");
+        assert_eq!(fixes.len(), 1);
     }
 }

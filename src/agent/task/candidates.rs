@@ -145,6 +145,8 @@ impl Task {
                 last.content.push_str(&instruction);
             }
             self.candidate = Some((number, temperature));
+            self.approach_cap = (approach == super::approaches::Approach::OneLine)
+                .then_some(super::approaches::ONE_LINE_MAX_TOKENS);
             let base_texts = self.files.capture();
             self.files.begin_staging();
             // Drafting stops the moment an earlier candidate passes: its
@@ -179,6 +181,7 @@ impl Task {
                 self.files.end_staging();
                 self.dirty = dirty_before;
                 self.candidate = None;
+                self.approach_cap = None;
                 self.candidate_event(
                     number,
                     n,
@@ -202,6 +205,7 @@ impl Task {
             let changes = self.files.end_staging();
             self.dirty = dirty_before;
             self.candidate = None;
+            self.approach_cap = None;
             if let Err(cause) = acted {
                 outcome = Err(cause);
                 break;

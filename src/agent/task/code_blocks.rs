@@ -9,7 +9,7 @@ use serde_json::json;
 use super::explain::StopCause;
 use super::Task;
 use crate::agent::edit::{
-    defined_names, diff_edits, fenced_blocks, plan_block, Candidate, DiffEdit, NoEdit,
+    defined_names, diff_edits, fenced_blocks, line_fixes, plan_block, Candidate, DiffEdit, NoEdit,
 };
 use crate::model::ToolCall;
 use crate::syntax::Language;
@@ -27,6 +27,10 @@ impl Task {
         answer: &str,
     ) -> Result<Option<String>, StopCause> {
         self.answered_the_same_code = false;
+        let fixes = line_fixes(answer);
+        if !fixes.is_empty() {
+            return self.apply_line_fixes(&fixes).await;
+        }
         let blocks = fenced_blocks(answer);
         if blocks.is_empty() {
             return Ok(None);
@@ -121,6 +125,19 @@ impl Task {
                 }
             }
         }
+        self.apply_answer_calls(calls, &replaced, &refused, all_unchanged)
+            .await
+    }
+
+    /// Applies the edits an answer's code became (`replaced` says what
+    /// each does), or tells the model why none could be made.
+    pub(super) async fn apply_answer_calls(
+        &mut self,
+        calls: Vec<ToolCall>,
+        replaced: &[String],
+        refused: &[String],
+        all_unchanged: bool,
+    ) -> Result<Option<String>, StopCause> {
         if calls.is_empty() {
             if refused.is_empty() {
                 return Ok(None);
@@ -217,7 +234,7 @@ impl Task {
     /// The files a block defining `names` may be for: those the task
     /// touched, the user's file, the hinted file and the index's definers,
     /// writable ones only, at most [`MAX_CANDIDATES`].
-    fn block_candidates(&self, names: &[String], hint: Option<&str>) -> Vec<PathBuf> {
+    pub(super) fn block_candidates(&self, names: &[String], hint: Option<&str>) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = self.files.touched.clone();
         if let Some(focus) = &self.spec.focus {
             paths.push(focus.path.clone());

@@ -19,6 +19,7 @@ mod failing_tests;
 mod files;
 mod finish;
 mod fresh;
+mod line_fixes;
 mod plan;
 mod prompt;
 mod review;
@@ -164,6 +165,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         tested_states: Default::default(),
         same_code_again: 0,
         answer_cap: None,
+        approach_cap: None,
         code_answers: 0,
         unchanged_attempts: 0,
         brief: String::new(),
@@ -249,6 +251,8 @@ pub(crate) struct Task {
     same_code_again: u32,
     /// The most output tokens the next turn may use, when less than usual.
     answer_cap: Option<u32>,
+    /// The most a candidate's approach lets its answer take.
+    approach_cap: Option<u32>,
     /// The candidate being drafted (1-based) and its temperature, with
     /// `agent.candidates` > 1.
     candidate: Option<(u32, f64)>,

@@ -35,9 +35,10 @@ impl Task {
             false => super::tools::definitions(),
         };
         let max_tokens = self.fit_context(&tools);
-        let max_tokens = self
-            .answer_cap
-            .map_or(max_tokens, |cap| cap.min(max_tokens));
+        let max_tokens = [self.answer_cap, self.approach_cap]
+            .into_iter()
+            .flatten()
+            .fold(max_tokens, u32::min);
         let request = ChatRequest {
             messages: self.messages.clone(),
             tools,
