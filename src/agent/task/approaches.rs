@@ -98,12 +98,32 @@ impl Approach {
         }
     }
 
+    /// The message a candidate drafts from, asked for this approach. The
+    /// one-line form takes the place of the compact prompt's request for
+    /// the whole function: after it, the 1.5B mostly wrote the whole
+    /// function again, or the same line twice.
+    pub fn ask(&self, message: &mut String, compact: bool) {
+        let instruction = self.instruction(compact);
+        if instruction.is_empty() {
+            return;
+        }
+        if *self == Approach::OneLine && compact {
+            if let Some(at) = message.rfind(super::prompt::FIX_THE_CODE_SHOWN) {
+                message.replace_range(
+                    at..at + super::prompt::FIX_THE_CODE_SHOWN.len(),
+                    "\nThe code above, as it is, fails the verification.",
+                );
+            }
+        }
+        message.push_str(&instruction);
+    }
+
     /// What is appended to the message the candidate drafts from (empty
     /// for the first). `compact`: the model answers with code, not tools.
     pub fn instruction(&self, compact: bool) -> String {
         let text = match (self, compact) {
             (Approach::AsSingleLine, _) => return String::new(),
-            (Approach::OneLine, true) => "Instead of the whole function: exactly one line of it is wrong. Answer with only that line as it is and the line corrected, in this form:\nWRONG: <the line as it is>\nFIXED: <the corrected line>".to_owned(),
+            (Approach::OneLine, true) => "Exactly one line of the code is wrong. Answer with only that line as it is and the line corrected, in this form:\nWRONG: <the line as it is>\nFIXED: <the corrected line>".to_owned(),
             (Approach::OneLine, false) => "Exactly one line is wrong: find it and change only that line (one edit whose search text is that line), or answer with only that line as it is and the line corrected, in this form:\nWRONG: <the line as it is>\nFIXED: <the corrected line>".to_owned(),
             (Approach::ReasonFirst, true) => "First, in one sentence, name the line that is wrong and why; then answer with the whole corrected function in one fenced code block.".to_owned(),
             (Approach::ReasonFirst, false) => "First, in one sentence, name the line that is wrong and why; then make the edit.".to_owned(),
@@ -380,6 +400,14 @@ mod tests {
         assert!(texts[2].contains("`parse` (lib.py, lines 1–5)"));
         assert!(texts[4].contains("one or two") && texts[4].contains("whole function"));
         assert!(texts[5].contains("one edit"));
+        // It replaces the compact prompt's request for the whole function.
+        let mut message = format!("code{}", super::super::prompt::FIX_THE_CODE_SHOWN);
+        Approach::OneLine.ask(&mut message, true);
+        assert!(!message.contains("whole corrected function"), "{message}");
+        assert!(message.contains("fails the verification.\n\nExactly one line"));
+        let mut message = format!("code{}", super::super::prompt::FIX_THE_CODE_SHOWN);
+        Approach::ReasonFirst.ask(&mut message, true);
+        assert!(message.contains("whole corrected function in one fenced code block, changed"));
         // The one-line form is the one `agent::edit::line_fix` reads.
         assert!(texts[6].contains("\nWRONG: <") && texts[6].contains("\nFIXED: <"));
         let fixes = crate::agent::edit::line_fixes("WRONG: `a = 1`\nFIXED: `a = 2`");

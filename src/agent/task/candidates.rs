@@ -140,9 +140,9 @@ impl Task {
             // Its approach is asked for in the message it drafts from, and
             // taken out again for the next candidate.
             let asked = self.messages.last().map(|m| m.content.clone());
-            let instruction = approach.instruction(self.compact_prompt());
-            if let Some(last) = self.messages.last_mut().filter(|_| !instruction.is_empty()) {
-                last.content.push_str(&instruction);
+            let compact = self.compact_prompt();
+            if let Some(last) = self.messages.last_mut() {
+                approach.ask(&mut last.content, compact);
             }
             self.candidate = Some((number, temperature));
             self.approach_cap = (approach == super::approaches::Approach::OneLine)

@@ -19,26 +19,28 @@ use crate::syntax::Language;
 const MAX_CANDIDATES: usize = 12;
 
 impl Task {
-    /// Applies the fenced blocks of `answer` when the attempt changed
-    /// nothing else; returns what happened, for the model's next message
-    /// (`None` when the answer had no block).
+    /// Applies the code of `answer` — its `WRONG:`/`FIXED:` lines, else
+    /// its fenced blocks — when the attempt changed nothing else; returns
+    /// what happened, for the model's next message (`None` when the answer
+    /// had no code).
     pub(super) async fn apply_answer_code(
         &mut self,
         answer: &str,
     ) -> Result<Option<String>, StopCause> {
         self.answered_the_same_code = false;
-        let fixes = line_fixes(answer);
-        if !fixes.is_empty() {
-            return self.apply_line_fixes(&fixes).await;
+        let lines = self.line_fix_calls(&line_fixes(answer));
+        if !lines.calls.is_empty() {
+            return self
+                .apply_answer_calls(lines.calls, &lines.replaced, &lines.refused, false)
+                .await;
         }
+        // A line fix that could not be placed leaves the answer's blocks
+        // (a whole function after the pair) their chance.
         let blocks = fenced_blocks(answer);
-        if blocks.is_empty() {
-            return Ok(None);
-        }
-        let mut all_unchanged = true;
+        let mut all_unchanged = lines.all_unchanged;
         let mut calls: Vec<ToolCall> = Vec::new();
         let mut replaced: Vec<String> = Vec::new();
-        let mut refused: Vec<String> = Vec::new();
+        let mut refused: Vec<String> = lines.refused;
         for (i, block) in blocks.iter().enumerate() {
             if let Some(hunks) = diff_edits(&block.code) {
                 self.code_answers += 1;

@@ -8,21 +8,32 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use super::explain::StopCause;
 use super::Task;
 use crate::agent::edit::{line_edit, LineFix, NoLineFix};
 use crate::model::ToolCall;
 
+/// The `edit` calls an answer's line fixes became, and why the others
+/// could not be placed.
+pub(super) struct LineFixCalls {
+    pub calls: Vec<ToolCall>,
+    pub replaced: Vec<String>,
+    pub refused: Vec<String>,
+    /// Every pair refused was the same code twice (none: false).
+    pub all_unchanged: bool,
+}
+
 impl Task {
-    pub(super) async fn apply_line_fixes(
-        &mut self,
-        fixes: &[LineFix],
-    ) -> Result<Option<String>, StopCause> {
+    pub(super) fn line_fix_calls(&mut self, fixes: &[LineFix]) -> LineFixCalls {
+        let mut out = LineFixCalls {
+            calls: Vec::new(),
+            replaced: Vec::new(),
+            refused: Vec::new(),
+            all_unchanged: true,
+        };
+        if fixes.is_empty() {
+            return out;
+        }
         let files = self.line_fix_files();
-        let mut calls: Vec<ToolCall> = Vec::new();
-        let mut replaced: Vec<String> = Vec::new();
-        let mut refused: Vec<String> = Vec::new();
-        let mut all_unchanged = true;
         for (i, fix) in fixes.iter().enumerate() {
             self.code_answers += 1;
             let mut why = NoLineFix::NotFound;
@@ -43,20 +54,19 @@ impl Task {
                 }
             }
             let Some((path, edit)) = placed else {
-                all_unchanged &= why == NoLineFix::Unchanged;
-                refused.push(format!("line fix {}: {why}", i + 1));
+                out.all_unchanged &= why == NoLineFix::Unchanged;
+                out.refused.push(format!("line fix {}: {why}", i + 1));
                 continue;
             };
-            all_unchanged = false;
-            replaced.push(format!("line {} of {path}", edit.line));
-            calls.push(ToolCall {
+            out.all_unchanged = false;
+            out.replaced.push(format!("line {} of {path}", edit.line));
+            out.calls.push(ToolCall {
                 id: format!("answer-line-{}", i + 1),
                 name: "edit".to_owned(),
                 arguments: json!({ "path": path, "search": edit.search, "replace": edit.replace }),
             });
         }
-        self.apply_answer_calls(calls, &replaced, &refused, all_unchanged)
-            .await
+        out
     }
 
     /// Where a line fix may go, most likely first, each with the suspect's
