@@ -75,9 +75,15 @@ pub fn line_fixes(answer: &str) -> Vec<LineFix> {
         if !wrong.trim().is_empty() && !fixed.trim().is_empty() {
             out.push(LineFix { wrong, fixed });
         }
+        if out.len() == MAX_PAIRS {
+            break;
+        }
     }
     out
 }
+
+/// Pairs taken from one answer at most (each is searched for in files).
+const MAX_PAIRS: usize = 8;
 
 /// The code a label's text quotes: a fence's body, a backtick span, or the
 /// first line (what follows is the model's explanation).
@@ -123,10 +129,25 @@ pub fn line_edit(
     if wrong_chars.is_empty() {
         return Err(NoLineFix::NotFound);
     }
-    let found: Vec<usize> = (0..=file_chars.len().saturating_sub(wrong_chars.len()))
-        .filter(|&i| file_chars.get(i..i + wrong_chars.len()) == Some(&wrong_chars[..]))
+    // A linear-time search (a model's quote may be long, a file large):
+    // byte offsets in the squeezed text, mapped back to characters.
+    let squeezed: String = file_chars.iter().collect();
+    let quote: String = wrong_chars.iter().collect();
+    let mut starts = Vec::with_capacity(file_chars.len());
+    let mut offset = 0;
+    for c in &file_chars {
+        starts.push(offset);
+        offset += c.len_utf8();
+    }
+    let found: Vec<usize> = squeezed
+        .match_indices(&quote)
+        .filter_map(|(at, _)| starts.binary_search(&at).ok())
         .collect();
-    let line_of = |byte: usize| text[..byte].matches('\n').count() + 1;
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    // 1-based: how many lines start at or before `byte`.
+    let line_of = |byte: usize| line_starts.partition_point(|&start| start <= byte);
     let start = match found.as_slice() {
         [] => return Err(NoLineFix::NotFound),
         [only] => *only,
@@ -183,13 +204,14 @@ pub fn line_edit(
     if region.contains('\n') || replacement.contains('\n') {
         return Err(NoLineFix::SpansLines);
     }
-    // Whole lines, extended upwards until they are unique in the file.
+    // Whole lines, extended upwards until they are unique in the file
+    // (a few lines at most: each try reads the whole file).
     let line_start = text[..file_from].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[file_to..]
         .find('\n')
         .map_or(text.len(), |i| file_to + i);
     let mut from = line_start;
-    loop {
+    for _ in 0..MAX_CONTEXT_LINES {
         let search = &text[from..line_end];
         if text.matches(search).count() == 1 || from == 0 {
             let replace = format!(
@@ -205,7 +227,13 @@ pub fn line_edit(
         }
         from = text[..from - 1].rfind('\n').map_or(0, |i| i + 1);
     }
+    Err(NoLineFix::Ambiguous(
+        text.matches(&text[from..line_end]).count(),
+    ))
 }
+
+/// Lines above the change an edit's search text may take to be unique.
+const MAX_CONTEXT_LINES: usize = 8;
 
 #[cfg(test)]
 mod tests {
@@ -239,6 +267,9 @@ mod tests {
         for (answer, want) in cases {
             assert_eq!(line_fixes(answer), want, "{answer}");
         }
+        // A hundred pairs: the first eight are taken.
+        let many = "WRONG: a\nFIXED: b\n".repeat(100);
+        assert_eq!(line_fixes(&many), vec![fix("a", "b"); 8]);
     }
 
     #[test]
@@ -307,6 +338,25 @@ mod tests {
             ),
             Err(NoLineFix::SpansLines)
         );
+    }
+
+    #[test]
+    fn a_long_quote_in_a_large_file_is_answered_at_once() {
+        // Quadratic matching would take minutes here.
+        let file = "a".repeat(2_000_000) + "\nb = 1\n";
+        let quote = "a".repeat(20_000) + "c";
+        assert_eq!(
+            line_edit(&file, &fix(&quote, "x"), None),
+            Err(NoLineFix::NotFound)
+        );
+        assert!(line_edit(&file, &fix("b = 1", "b = 2"), None).is_ok());
+        // A line repeated with the same lines above it, over and over:
+        // ambiguous after a few lines of context, not a scan per line.
+        let repeated = "x = 0\n".repeat(50_000);
+        assert!(matches!(
+            line_edit(&repeated, &fix("x = 0", "x = 1"), Some((40_000, 40_000))),
+            Err(NoLineFix::Ambiguous(_))
+        ));
     }
 
     #[test]
