@@ -117,7 +117,7 @@ command -v npm >/dev/null 2>&1 || { echo "FATAL: npm not found (install nodejs a
   python3 - <<'PY'
 import sys, zipfile
 names = set(zipfile.ZipFile("fettle.vsix").namelist())
-need = {"extension/package.json", "extension/dist/extension.js", "extension/readme.md", "extension.vsixmanifest"}
+need = {"extension/package.json", "extension/dist/extension.js", "extension/readme.md", "extension/LICENSE.txt", "extension.vsixmanifest"}
 missing = need - names
 extra = [n for n in names if "node_modules" in n or n.startswith("extension/src/") or n.startswith("extension/test/")]
 if missing or extra:

@@ -241,10 +241,13 @@ it to know the edit landed, so it goes now."
   (message "Fettle: fixing this file (M-x fettle-log shows what it does)"))
 
 ;;;###autoload
-(defun fettle-undo ()
-  "Restore every file the last task changed, byte for byte."
-  (interactive)
-  (fettle--execute (fettle--server) "fettle.undo" eglot--{}
+(defun fettle-undo (&optional force)
+  "Restore every file the last task changed, byte for byte.
+A file changed since the task is left alone; with a prefix argument
+FORCE (\\[universal-argument] \\[fettle-undo]) it is restored too, and
+its later changes are lost."
+  (interactive "P")
+  (fettle--execute (fettle--server) "fettle.undo" (if force '(:force t) eglot--{})
                    (lambda (result)
                      (message "Fettle: restored %d file(s)"
                               (length (plist-get result :restored))))))

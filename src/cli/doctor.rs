@@ -9,7 +9,27 @@ use crate::config::{Config, ConfigLayers, ModelConfig, Provider};
 use crate::model::{ChatEvent, ChatRequest, FimRequest, GenOptions, Message, Model, ModelError};
 use crate::syntax::Language;
 
-pub(super) fn run(path: Option<PathBuf>, no_probe: bool) -> i32 {
+/// Which models `fettle doctor` sends a round trip.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Probing {
+    All,
+    /// Those a feature uses (`--only-used`).
+    Used,
+    /// None (`--no-probe`).
+    None,
+}
+
+impl Probing {
+    pub(super) fn from_flags(no_probe: bool, only_used: bool) -> Self {
+        match (no_probe, only_used) {
+            (true, _) => Probing::None,
+            (false, true) => Probing::Used,
+            (false, false) => Probing::All,
+        }
+    }
+}
+
+pub(super) fn run(path: Option<PathBuf>, probing: Probing) -> i32 {
     crate::logging::init("warn");
     let root = match super::workspace_or_cwd(path) {
         Ok(root) => root,
@@ -36,7 +56,7 @@ pub(super) fn run(path: Option<PathBuf>, no_probe: bool) -> i32 {
             println!();
             trust_status(&layers, &resolved, &root);
             println!();
-            if !models(&resolved.config, no_probe) {
+            if !models(&resolved.config, probing) {
                 code = 1;
             }
         }
@@ -122,9 +142,9 @@ fn trust_status(layers: &ConfigLayers, resolved: &crate::config::Resolved, root:
     }
 }
 
-/// Prints each model and, unless `no_probe`, its round-trip check. Returns
-/// false when a model that a feature uses is broken.
-fn models(config: &Config, no_probe: bool) -> bool {
+/// Prints each model and, as `probing` says, its round-trip check.
+/// Returns false when a model that a feature uses is broken.
+fn models(config: &Config, probing: Probing) -> bool {
     println!("models:");
     let runtime = match super::runtime() {
         Ok(r) => r,
@@ -148,7 +168,11 @@ fn models(config: &Config, no_probe: bool) -> bool {
             };
             println!("    api key: ${var} is {state}");
         }
-        if no_probe {
+        if probing == Probing::None {
+            continue;
+        }
+        if probing == Probing::Used && used_by.is_empty() {
+            println!("    not probed: no feature uses it");
             continue;
         }
         let builtin_coder = crate::config::CODER_MODELS.iter().any(|(n, _)| n == name);

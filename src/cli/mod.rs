@@ -44,6 +44,10 @@ enum Command {
         /// Skip the round trip to each model (no network, no model loading).
         #[arg(long)]
         no_probe: bool,
+        /// Probe only the models a feature uses (an editor's health check:
+        /// loading an unused embedded model takes seconds).
+        #[arg(long, conflicts_with = "no_probe")]
+        only_used: bool,
     },
     /// Run the project's checkers (compiler, type checker, linter) and print their diagnostics.
     Check(check::CheckArgs),
@@ -132,7 +136,11 @@ pub fn main() -> i32 {
     };
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(),
-        Command::Doctor { path, no_probe } => doctor::run(path, no_probe),
+        Command::Doctor {
+            path,
+            no_probe,
+            only_used,
+        } => doctor::run(path, doctor::Probing::from_flags(no_probe, only_used)),
         Command::Check(args) => check::run(args),
         Command::Fix(args) => fix::run(args),
         Command::Trust(args) => trust::run(args),

@@ -187,7 +187,10 @@ pub fn diff(before: &Config, after: &Config) -> Vec<String> {
     keys.into_iter()
         .filter_map(|key| {
             let (a, b) = (old.get(key), new.get(key));
-            if a == b {
+            // A key absent on one side and null on the other is unset on
+            // both: `(unset) → (unset)` says nothing.
+            let unset = |v: Option<&Value>| matches!(v, None | Some(Value::Null));
+            if a == b || (unset(a) && unset(b)) {
                 return None;
             }
             // Request bodies may carry anything: name the key, not the value.
@@ -297,5 +300,25 @@ mod tests {
             ]
         );
         assert!(diff(&before, &before).is_empty());
+    }
+
+    #[test]
+    fn diff_says_nothing_of_keys_unset_before_and_after() {
+        let before = Config::default();
+        let mut after = Config::default();
+        let mut model = crate::config::ModelConfig::new(crate::config::Provider::OpenAi);
+        model.model = Some("gpt".to_owned());
+        after.models.insert("remote".to_owned(), model);
+        let changes = diff(&before, &after);
+        assert!(
+            changes.iter().all(|c| !c.contains("(unset) → (unset)")),
+            "{changes:#?}"
+        );
+        assert!(
+            changes
+                .iter()
+                .any(|c| c == "models.remote.model (unset) → gpt"),
+            "{changes:#?}"
+        );
     }
 }

@@ -9,8 +9,13 @@ use std::process::{Command, Output};
 use fettle::mock::{MockServer, Script, ScriptedResponse};
 
 fn doctor(cwd: &Path) -> Output {
+    doctor_with(cwd, &[])
+}
+
+fn doctor_with(cwd: &Path, flags: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fettle"))
         .arg("doctor")
+        .args(flags)
         .current_dir(cwd)
         .env("XDG_CONFIG_HOME", cwd.join(".config"))
         .env("FETTLE_DOCTOR_TEST_KEY", "sk-test-not-a-real-key")
@@ -163,6 +168,49 @@ async fn each_model_gets_a_round_trip_and_a_clear_verdict() {
         );
     }
     assert!(!text.contains("sk-test-not-a-real-key"));
+}
+
+/// `--only-used` (what `:checkhealth fettle` runs): the models no feature
+/// uses are listed, not probed — no connection to the server that is
+/// down, no loading of the embedded model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_used_probes_only_the_models_a_feature_uses() {
+    let server = MockServer::start(Script::new(vec![ScriptedResponse {
+        repeat: true,
+        ..ScriptedResponse::text("OK")
+    }]))
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_user_config(
+        dir.path(),
+        config(&server.url(), closed_port(), dir.path(), "fast"),
+    );
+    let cwd = dir.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || doctor_with(&cwd, &["--only-used"]))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("ok: chat answered \"OK\""), "{text}");
+    let after = |header: &str| {
+        text.lines()
+            .skip_while(|l| !l.trim_start().starts_with(header))
+            .nth(1)
+            .unwrap_or("")
+            .to_owned()
+    };
+    assert_eq!(
+        after("down (openai").trim(),
+        "not probed: no feature uses it",
+        "{text}"
+    );
+    assert_eq!(
+        after("local (local").trim(),
+        "not probed: no feature uses it",
+        "{text}"
+    );
+    assert!(!text.contains("FAILED"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
--- `:Fettle {chat|rewrite|fix|undo|cancel|stats|log|toggle|diff}`;
+-- `:Fettle {chat|rewrite|fix|undo|cancel|stats|log|toggle|diff}`, `:Fettle undo!`;
 -- `:'<,'>Fettle rewrite [instruction]`. See :help fettle.
 if vim.g.loaded_fettle then
   return
@@ -10,6 +10,7 @@ vim.api.nvim_create_user_command('Fettle', function(opts)
 end, {
   nargs = '+',
   range = true,
+  bang = true,
   desc = 'Fettle: chat, rewrite a range, fix diagnostics, undo or cancel a task, log, ghost text on/off',
   complete = function(arglead, cmdline)
     if cmdline:match('^%S*Fettle%s+%S*$') then

@@ -663,9 +663,53 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
     );
     // The file, the log and the diff.
     assert_eq!(value["windows"], 3, "{value:#}");
-    // `:Fettle undo` restored the file in the buffer.
+    // `:Fettle undo`, run from the log window, restored the file in the buffer.
     assert_eq!(value["lines"], lines(MODELS), "{value:#}");
+    // Once: the server's message, not the plugin's too (two stop Neovim
+    // at a "Press ENTER" prompt).
+    let restored = value["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m.as_str().unwrap().contains("restored"))
+        .count();
+    assert!(restored <= 1, "{value:#}");
+    assert!(
+        !value["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str().unwrap().contains("not attached")),
+        "{value:#}"
+    );
     assert_eq!(value["log_name"], "fettle://log");
+    // The log opens at its newest line.
+    assert_eq!(
+        value["log_cursor"].as_u64(),
+        Some(value["log"].as_array().unwrap().len() as u64),
+        "{value:#}"
+    );
+    // `:help` finds the shipped tags.
+    assert_eq!(value["help"], "fettle.txt", "{value:#}");
+    assert!(
+        value["help_line"]
+            .as_str()
+            .unwrap()
+            .contains("*:Fettle-undo!*"),
+        "{value:#}"
+    );
+    // `:Fettle stats`: one figure a line, not a dumped table.
+    let stats: Vec<&str> = value["stats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        stats.iter().any(|l| l.starts_with("models."))
+            && stats.iter().all(|l| l.contains(": ") && !l.contains('{')),
+        "{stats:#?}"
+    );
     let shown = value["log"].as_array().unwrap();
     let has = |needle: &str| shown.iter().any(|l| l.as_str().unwrap().contains(needle));
     assert!(
@@ -687,6 +731,36 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
             .iter()
             .any(|m| m == "Fettle: ghost text off"),
         "{value:#}"
+    );
+}
+
+/// `:help fettle` works without `:helptags`: the plugin ships its tags,
+/// and they are those of its help file as it is.
+#[test]
+fn neovim_help_tags_are_shipped_and_current() {
+    let Some(nvim) = nvim() else {
+        assert!(
+            std::env::var_os("FETTLE_REQUIRE_NVIM").is_none(),
+            "FETTLE_REQUIRE_NVIM is set but Neovim was not found"
+        );
+        return;
+    };
+    let doc = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("editors/nvim/doc");
+    let fresh = tempfile::tempdir().unwrap();
+    std::fs::copy(doc.join("fettle.txt"), fresh.path().join("fettle.txt")).unwrap();
+    let status = Command::new(nvim)
+        .args(["--headless", "-n", "-i", "NONE", "-u", "NONE", "-c"])
+        .arg(format!("helptags {}", fresh.path().display()))
+        .args(["-c", "qa!"])
+        .stdin(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let shipped = std::fs::read_to_string(doc.join("tags")).unwrap_or_default();
+    let current = std::fs::read_to_string(fresh.path().join("tags")).unwrap();
+    assert_eq!(
+        shipped, current,
+        "editors/nvim/doc/tags is stale: run `nvim --headless -u NONE -c 'helptags editors/nvim/doc' -c q`"
     );
 }
 

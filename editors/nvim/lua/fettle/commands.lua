@@ -13,6 +13,19 @@ local function client_for(bufnr)
   return client
 end
 
+--- For what concerns the workspace, not a buffer (undo, cancel, stats):
+--- the client attached to the current buffer, else any Fettle client —
+--- so that `:Fettle undo` works from the log or the diff too.
+local function workspace_client()
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = vim.lsp.get_clients({ bufnr = bufnr, name = 'fettle' })[1]
+    or vim.lsp.get_clients({ name = 'fettle' })[1]
+  if not client then
+    vim.notify('Fettle is not running (open a file of the workspace first)', vim.log.levels.WARN)
+  end
+  return client
+end
+
 local function execute(client, bufnr, command, argument, on_result)
   client:request('workspace/executeCommand', {
     command = command,
@@ -145,40 +158,76 @@ function M.fix()
   end
 end
 
---- Restores what the last task changed.
-function M.undo()
-  local bufnr = vim.api.nvim_get_current_buf()
-  local client = client_for(bufnr)
+--- Restores what the last task changed; `force` (`:Fettle undo!`) also
+--- the files changed since, losing those changes. The server says what
+--- it restored (one message: two would stop at a "Press ENTER" prompt).
+function M.undo(force)
+  local client = workspace_client()
   if client then
-    execute(client, bufnr, 'fettle.undo', vim.empty_dict(), function(result)
-      local restored = (result or {}).restored or {}
-      vim.notify(('Fettle: restored %d file(s)'):format(#restored), vim.log.levels.INFO)
-    end)
+    local argument = force and { force = true } or vim.empty_dict()
+    execute(client, nil, 'fettle.undo', argument)
   end
 end
 
 --- Cancels the running task.
 function M.cancel()
-  local bufnr = vim.api.nvim_get_current_buf()
-  local client = client_for(bufnr)
+  local client = workspace_client()
   if client then
-    execute(client, bufnr, 'fettle.cancel', vim.empty_dict())
+    execute(client, nil, 'fettle.cancel', vim.empty_dict())
   end
 end
 
---- Shows `fettle/stats`.
-function M.stats()
-  local bufnr = vim.api.nvim_get_current_buf()
-  local client = client_for(bufnr)
-  if client then
-    client:request('fettle/stats', vim.empty_dict(), function(err, result)
-      if err then
-        vim.notify('Fettle: ' .. err.message, vim.log.levels.ERROR)
-      else
-        vim.notify(vim.inspect(result), vim.log.levels.INFO)
-      end
-    end, bufnr)
+--- `fettle/stats` as `key: value` lines, nested keys joined by dots.
+function M.stats_lines(value, prefix, out)
+  out = out or {}
+  prefix = prefix or ''
+  if type(value) ~= 'table' then
+    table.insert(out, ('%s: %s'):format(prefix, vim.inspect(value)))
+    return out
   end
+  local keys = vim.tbl_keys(value)
+  table.sort(keys, function(a, b)
+    return tostring(a) < tostring(b)
+  end)
+  if #keys == 0 then
+    table.insert(out, prefix .. ': (none)')
+  end
+  for _, key in ipairs(keys) do
+    local name = prefix == '' and tostring(key) or (prefix .. '.' .. tostring(key))
+    M.stats_lines(value[key], name, out)
+  end
+  return out
+end
+
+--- Shows `fettle/stats` in a scratch buffer, one figure a line.
+function M.stats()
+  local client = workspace_client()
+  if not client then
+    return
+  end
+  client:request('fettle/stats', vim.empty_dict(), function(err, result)
+    if err then
+      vim.notify('Fettle: ' .. err.message, vim.log.levels.ERROR)
+      return
+    end
+    local name = 'fettle://stats'
+    local bufnr = vim.fn.bufnr(name)
+    if bufnr < 0 then
+      bufnr = vim.api.nvim_create_buf(false, true)
+      vim.api.nvim_buf_set_name(bufnr, name)
+      vim.bo[bufnr].bufhidden = 'hide'
+    end
+    vim.bo[bufnr].modifiable = true
+    vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, M.stats_lines(result or {}))
+    vim.bo[bufnr].modifiable = false
+    local win = vim.fn.bufwinid(bufnr)
+    if win == -1 then
+      vim.cmd('botright split')
+      vim.api.nvim_win_set_buf(0, bufnr)
+    else
+      vim.api.nvim_set_current_win(win)
+    end
+  end)
 end
 
 M.subcommands = { 'chat', 'rewrite', 'fix', 'undo', 'cancel', 'stats', 'log', 'toggle', 'diff' }
@@ -186,6 +235,11 @@ M.subcommands = { 'chat', 'rewrite', 'fix', 'undo', 'cancel', 'stats', 'log', 't
 --- `:Fettle {subcommand} [args]` (a range for `rewrite`).
 function M.dispatch(opts)
   local sub, rest = opts.args:match('^%s*(%S*)%s*(.-)%s*$')
+  -- `:Fettle! undo` and `:Fettle undo!` alike.
+  local bang = opts.bang
+  if sub:sub(-1) == '!' then
+    sub, bang = sub:sub(1, -2), true
+  end
   if sub == 'rewrite' then
     M.rewrite(opts.line1, opts.line2, rest)
   elseif sub == 'chat' then
@@ -195,7 +249,7 @@ function M.dispatch(opts)
   elseif sub == 'fix' then
     M.fix()
   elseif sub == 'undo' then
-    M.undo()
+    M.undo(bang)
   elseif sub == 'cancel' then
     M.cancel()
   elseif sub == 'stats' then

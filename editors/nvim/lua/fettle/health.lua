@@ -40,7 +40,9 @@ function M.check()
     else
       local result = response.result or {}
       for _, model in ipairs(result.models or {}) do
-        local line = ('model %s (%s): %s'):format(model.model, model.base_url, model.state)
+        -- An embedded model has no URL: its name says enough.
+        local where = model.base_url and (' (' .. model.base_url .. ')') or ''
+        local line = ('model %s%s: %s'):format(model.model, where, model.state)
         if model.state == 'ok' then
           health.ok(line)
         else
@@ -91,12 +93,15 @@ function M.ghost_text(health)
   health.info('keys (insert mode): ' .. table.concat(keys, ', '))
 end
 
---- Whether each configured model answers: `fettle doctor` (one short
---- round trip per model). It reads the workspace's and the user's
---- configuration files, not the settings given to setup().
+--- Whether each model a feature uses answers: `fettle doctor --only-used`
+--- (one short round trip per model; an unused embedded model is not
+--- loaded — that froze `:checkhealth` for 10–25 s). It reads the
+--- workspace's and the user's configuration files, not the settings
+--- given to setup().
 function M.doctor(health, binary, root)
-  health.start('fettle: models (fettle doctor)')
-  local run = vim.system({ binary, 'doctor', root or vim.fn.getcwd() }, { text = true }):wait(120000)
+  health.start('fettle: models (fettle doctor --only-used)')
+  local run = vim.system({ binary, 'doctor', '--only-used', root or vim.fn.getcwd() }, { text = true })
+    :wait(120000)
   if run.code ~= 0 then
     health.error(('fettle doctor failed (exit %s): %s'):format(tostring(run.code), vim.trim(run.stderr or '')))
     return

@@ -49,9 +49,19 @@ function M.add(_, event)
   end
   local bufnr = buffer()
   if bufnr then
+    -- Windows at the last line follow the log; one scrolled back stays.
+    local following = {}
+    for _, win in ipairs(vim.fn.win_findbuf(bufnr)) do
+      if vim.api.nvim_win_get_cursor(win)[1] >= vim.api.nvim_buf_line_count(bufnr) then
+        table.insert(following, win)
+      end
+    end
     vim.bo[bufnr].modifiable = true
     vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
     vim.bo[bufnr].modifiable = false
+    for _, win in ipairs(following) do
+      vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(bufnr), 0 })
+    end
   end
 end
 
@@ -79,6 +89,8 @@ function M.open()
   else
     vim.api.nvim_set_current_win(win)
   end
+  -- The newest events first in view: the log is read from its end.
+  vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(bufnr), 0 })
   return bufnr
 end
 
