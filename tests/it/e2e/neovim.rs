@@ -667,13 +667,20 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
     assert_eq!(value["lines"], lines(MODELS), "{value:#}");
     // Once: the server's message, not the plugin's too (two stop Neovim
     // at a "Press ENTER" prompt).
-    let restored = value["messages"]
+    let restored: Vec<&str> = value["messages"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|m| m.as_str().unwrap().contains("restored"))
-        .count();
-    assert!(restored <= 1, "{value:#}");
+        .map(|m| m.as_str().unwrap())
+        .filter(|m| m.contains("restored"))
+        .collect();
+    assert_eq!(
+        restored,
+        ["fettle: undo of task ".to_owned()
+            + value["result"]["taskId"].as_str().unwrap()
+            + ": restored models.py"],
+        "the server's message, through vim.notify, without a trailing newline: {value:#}"
+    );
     assert!(
         !value["messages"]
             .as_array()

@@ -96,7 +96,28 @@ M.handlers = {
   ['fettle/taskEvent'] = function(err, event)
     require('fettle.log').add(err, event)
   end,
+  ['window/showMessage'] = function(_, params)
+    M.show_message(params or {})
+    return vim.NIL
+  end,
 }
+
+--- The server's `window/showMessage`. Neovim's own handler writes the text
+--- with a trailing newline, and that stops the user at a "Press ENTER"
+--- prompt after every undo or `fettle.toml` reload; here information is
+--- one line that fits the command line, the whole text in |:Fettle-log|;
+--- warnings and errors are shown whole.
+function M.show_message(params)
+  local text = vim.trim(params.message or '')
+  local levels = { vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO, vim.log.levels.DEBUG }
+  local level = levels[params.type] or vim.log.levels.INFO
+  require('fettle.log').add(nil, { taskId = 'server', kind = 'message', text = text })
+  if level >= vim.log.levels.INFO then
+    local first = vim.split(text, '\n', { plain = true })[1] or ''
+    text = M.fit_line(first)
+  end
+  vim.notify(text, level)
+end
 
 --- Whether Neovim draws ghost text itself (0.12+: `vim.lsp.inline_completion`).
 function M.native_ghost_text()
