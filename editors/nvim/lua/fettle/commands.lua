@@ -220,13 +220,7 @@ function M.stats()
     vim.bo[bufnr].modifiable = true
     vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, M.stats_lines(result or {}))
     vim.bo[bufnr].modifiable = false
-    local win = vim.fn.bufwinid(bufnr)
-    if win == -1 then
-      vim.cmd('botright split')
-      vim.api.nvim_win_set_buf(0, bufnr)
-    else
-      vim.api.nvim_set_current_win(win)
-    end
+    require('fettle').focus_split(bufnr)
   end)
 end
 

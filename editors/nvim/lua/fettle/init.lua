@@ -260,6 +260,18 @@ function M.fit_line(text)
   return vim.fn.strcharpart(text, 0, room - 1) .. '…'
 end
 
+--- Shows `bufnr` (a scratch buffer: the log, the statistics): focuses
+--- its window, or opens one at the bottom.
+function M.focus_split(bufnr)
+  local win = vim.fn.bufwinid(bufnr)
+  if win == -1 then
+    vim.cmd('botright split')
+    vim.api.nvim_win_set_buf(0, bufnr)
+  else
+    vim.api.nvim_set_current_win(win)
+  end
+end
+
 --- Configures and enables the server (Neovim 0.11+ `vim.lsp.config` /
 --- `vim.lsp.enable`): `opts.cmd` (default `{ 'fettle' }`), `opts.filetypes`,
 --- `opts.root_markers`, `opts.settings` (sent as `initializationOptions`

@@ -82,13 +82,7 @@ function M.open()
   vim.bo[bufnr].modifiable = true
   vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
   vim.bo[bufnr].modifiable = false
-  local win = vim.fn.bufwinid(bufnr)
-  if win == -1 then
-    vim.cmd('botright split')
-    vim.api.nvim_win_set_buf(0, bufnr)
-  else
-    vim.api.nvim_set_current_win(win)
-  end
+  require('fettle').focus_split(bufnr)
   -- The newest events first in view: the log is read from its end.
   vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(bufnr), 0 })
   return bufnr
