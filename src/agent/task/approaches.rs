@@ -408,9 +408,12 @@ mod tests {
         let mut message = format!("code{}", super::super::prompt::FIX_THE_CODE_SHOWN);
         Approach::ReasonFirst.ask(&mut message, true);
         assert!(message.contains("whole corrected function in one fenced code block, changed"));
-        // The one-line form is the one `agent::edit::line_fix` reads.
-        assert!(texts[6].contains("\nWRONG: <") && texts[6].contains("\nFIXED: <"));
-        let fixes = crate::agent::edit::line_fixes("WRONG: `a = 1`\nFIXED: `a = 2`");
-        assert_eq!(fixes.len(), 1);
+        // The form it asks for is the one `agent::edit::line_fix` reads.
+        for text in [&texts[6], &texts[7]] {
+            let fixes = crate::agent::edit::line_fixes(text);
+            assert_eq!(fixes.len(), 1, "{text}");
+            assert_eq!(fixes[0].wrong, "<the line as it is>");
+            assert_eq!(fixes[0].fixed, "<the corrected line>");
+        }
     }
 }
