@@ -14,6 +14,7 @@ pub mod exec;
 pub mod fsutil;
 pub mod host;
 pub mod isolated;
+pub mod mutate;
 pub mod output;
 pub mod paths;
 pub mod prepare;

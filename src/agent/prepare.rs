@@ -19,6 +19,8 @@ pub struct Overrides {
     pub max_iterations: Option<u32>,
     /// `--candidates N`.
     pub candidates: Option<u32>,
+    /// `--no-mutants`.
+    pub no_mutants: bool,
     /// `--review`.
     pub review: bool,
     /// `--tests-first`.
@@ -71,6 +73,7 @@ pub fn prepare(
         spec.budget.max_iterations = n;
     }
     spec.review |= overrides.review;
+    spec.mutants &= !overrides.no_mutants;
     spec.tests_first |= overrides.tests_first;
     spec.plan |= overrides.plan;
     if let Some(bisect) = &overrides.bisect {

@@ -54,6 +54,8 @@ pub struct TaskSpec {
     /// `agent.candidates`: candidate fixes per attempt (1: none drafted
     /// side by side).
     pub candidates: u32,
+    /// `agent.mutants`: with candidates, mechanical changes tried first.
+    pub mutants: bool,
     /// `agent.review`: a review before success.
     pub review: bool,
     /// A stack trace the user gave (`fettle fix --trace FILE`).
@@ -123,6 +125,7 @@ impl TaskSpec {
             check_goal: CheckGoal::NoNewErrors,
             prompt: config.prompt,
             candidates: config.candidates.clamp(1, crate::config::MAX_CANDIDATES),
+            mutants: config.mutants,
             review: config.review,
             trace: None,
             bisect: config.bisect.then(BisectRequest::default),

@@ -45,6 +45,11 @@ pub struct FixArgs {
     /// workspace, the best kept (default: `agent.candidates`; at most 8).
     #[arg(long, value_name = "N")]
     candidates: Option<u32>,
+    /// With candidates, do not try small mechanical changes (an operator,
+    /// a literal, two arguments swapped) before asking the model (default:
+    /// `agent.mutants`).
+    #[arg(long)]
+    no_mutants: bool,
     /// Before reporting success, have a reviewer read the change (default:
     /// `agent.review`); a rejection costs one more round.
     #[arg(long)]
@@ -139,6 +144,7 @@ pub fn run(args: FixArgs) -> i32 {
         test_command: args.test.clone(),
         max_iterations: args.max_iterations,
         candidates: args.candidates,
+        no_mutants: args.no_mutants,
         review: args.review,
         plan: args.plan,
         tests_first: args.tests_first,

@@ -455,6 +455,10 @@ pub struct AgentConfig {
     /// Candidate fixes drafted per attempt, each verified in its own copy
     /// of the workspace, the best applied; 1: a single line of attempts.
     pub candidates: u32,
+    /// With candidates: before the model's, try small mechanical changes
+    /// to the suspected functions (an operator, a literal, two arguments,
+    /// a name), each tested in a copy; the first that passes is applied.
+    pub mutants: bool,
     /// Before a task reports success, a reviewer reads the change, the
     /// goal and the test results and may reject it (one more round).
     pub review: bool,
@@ -497,6 +501,7 @@ impl Default for AgentConfig {
             unsaved_buffers: UnsavedBuffers::Ask,
             prompt: AgentPrompt::Auto,
             candidates: 1,
+            mutants: true,
             review: false,
             review_model: String::new(),
             bisect: false,

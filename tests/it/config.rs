@@ -42,7 +42,7 @@ fn defaults_round_trip() {
     assert!(resolved.provenance.values().all(|s| *s == Source::Default));
     assert_eq!(
         resolved.provenance.len(),
-        90,
+        91,
         "{:#?}",
         resolved.provenance.keys()
     );

@@ -33,7 +33,7 @@ use crate::agent::CheckGoal;
 const NOTE_DIFF_BYTES: usize = 800;
 
 /// A test run stopped because it was no longer needed.
-const STOPPED: &str = "stopped";
+pub(super) const STOPPED: &str = "stopped";
 
 /// One candidate drafted.
 struct Drafted {
@@ -64,12 +64,12 @@ struct Tested {
 }
 
 /// What verifying in a copy needs, owned (the test runs on its own task).
-struct OwnedCheck {
+pub(super) struct OwnedCheck {
     test_command: Option<String>,
-    timeout: std::time::Duration,
+    pub(super) timeout: std::time::Duration,
     allow_env: Vec<String>,
     limits: Limits,
-    sandbox: Option<SandboxPolicy>,
+    pub(super) sandbox: Option<SandboxPolicy>,
     checkers: Vec<Checker>,
     check_timeout: std::time::Duration,
     check_goal: CheckGoal,
@@ -77,7 +77,7 @@ struct OwnedCheck {
 }
 
 impl OwnedCheck {
-    fn of(settings: &CheckSettings<'_>) -> Self {
+    pub(super) fn of(settings: &CheckSettings<'_>) -> Self {
         Self {
             test_command: settings.test_command.map(str::to_owned),
             timeout: settings.timeout,
@@ -88,6 +88,26 @@ impl OwnedCheck {
             check_timeout: settings.check_timeout,
             check_goal: settings.check_goal.clone(),
             baseline_checker_errors: settings.baseline_checker_errors,
+        }
+    }
+
+    /// The settings for a run in a copy rooted at `root`.
+    pub(super) fn in_copy<'a>(
+        &'a self,
+        root: &'a Path,
+        sandbox: Option<&'a SandboxPolicy>,
+    ) -> CheckSettings<'a> {
+        CheckSettings {
+            root,
+            test_command: self.test_command.as_deref(),
+            timeout: self.timeout,
+            allow_env: &self.allow_env,
+            limits: self.limits,
+            sandbox,
+            checkers: &self.checkers,
+            check_timeout: self.check_timeout,
+            check_goal: &self.check_goal,
+            baseline_checker_errors: self.baseline_checker_errors,
         }
     }
 }
@@ -116,6 +136,9 @@ impl Task {
         area: Arc<CopyArea>,
         base: Score,
     ) -> Result<(), StopCause> {
+        if self.try_mutants(&area).await {
+            return Ok(());
+        }
         let n = self.spec.candidates;
         let start_len = self.messages.len();
         let dirty_before = self.dirty;
@@ -502,18 +525,7 @@ async fn test_in_copy(
         Err(err) => return failed(format!("no copy of the workspace: {err}")),
     };
     let sandbox = owned.sandbox.as_ref().map(|p| copy.sandbox(p));
-    let settings = CheckSettings {
-        root: copy.root(),
-        test_command: owned.test_command.as_deref(),
-        timeout: owned.timeout,
-        allow_env: &owned.allow_env,
-        limits: owned.limits,
-        sandbox: sandbox.as_ref(),
-        checkers: &owned.checkers,
-        check_timeout: owned.check_timeout,
-        check_goal: &owned.check_goal,
-        baseline_checker_errors: owned.baseline_checker_errors,
-    };
+    let settings = owned.in_copy(copy.root(), sandbox.as_ref());
     let files: Vec<PathBuf> = checked.iter().map(|p| copy.map(p)).collect();
     let read = |p: &Path| std::fs::read_to_string(p).ok();
     match check::verify(&settings, &files, &read, &stop).await {

@@ -20,6 +20,7 @@ mod files;
 mod finish;
 mod fresh;
 mod line_fixes;
+mod mutants;
 mod plan;
 mod prompt;
 mod review;
@@ -177,6 +178,9 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         failure_focus: Default::default(),
         candidate_log: Vec::new(),
         copy_area: None,
+        mutated_states: Default::default(),
+        mutants_time: std::time::Duration::ZERO,
+        first_test_run: None,
         review: Default::default(),
         bisect_note: None,
         bisect_json: None,
@@ -269,6 +273,12 @@ pub(crate) struct Task {
     /// Where the candidates' copies of the workspace go; `None`: a single
     /// line of attempts.
     copy_area: Option<Arc<crate::agent::isolated::CopyArea>>,
+    /// The states of the code mechanical changes were tried on, and the
+    /// time they took (`agent.mutants`).
+    mutated_states: std::collections::HashSet<tried::StateKey>,
+    mutants_time: std::time::Duration,
+    /// How long the tests took before any change.
+    first_test_run: Option<std::time::Duration>,
     /// What the review found and said.
     review: review::ReviewLog,
     /// What a bisection found, for every first message.
@@ -291,6 +301,7 @@ impl Task {
             Err(cause) => return self.finish(cause, None).await,
         };
         self.baseline_checker_errors = Some(baseline.score.checker_errors);
+        self.first_test_run = baseline.outcome.as_ref().map(|o| o.elapsed);
         self.remember_tested_state();
         self.keep_failing_tests(&baseline);
         self.event(

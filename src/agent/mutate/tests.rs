@@ -1,0 +1,156 @@
+use super::*;
+
+fn all(lang: Language, text: &str) -> Vec<Mutant> {
+    let lines = u32::try_from(text.lines().count()).unwrap_or(u32::MAX);
+    mutants(lang, text, (1, lines), 10_000)
+}
+
+/// The texts the mutants make, each with what it says it does.
+fn results(lang: Language, text: &str) -> Vec<(String, String)> {
+    all(lang, text)
+        .iter()
+        .map(|m| (m.apply(text).unwrap(), m.what.clone()))
+        .collect()
+}
+
+fn has(results: &[(String, String)], text: &str) -> bool {
+    results.iter().any(|(t, _)| t == text)
+}
+
+#[test]
+fn a_comparison_becomes_its_neighbours() {
+    let code = "def later(a, b):\n    return a > b\n";
+    let r = results(Language::Python, code);
+    assert!(has(&r, "def later(a, b):\n    return a >= b\n"), "{r:?}");
+    assert!(has(&r, "def later(a, b):\n    return a < b\n"), "{r:?}");
+    let first = &all(Language::Python, code)[0];
+    assert_eq!(first.kind, Kind::Operator);
+    assert_eq!(first.line, 2);
+    assert_eq!(first.what, "`>` → `>=`");
+}
+
+#[test]
+fn indices_and_arguments_are_swapped() {
+    let code = "def total(d, i, j, k):\n    return d[i, k] + pow(j, k)\n";
+    let r = results(Language::Python, code);
+    assert!(
+        has(
+            &r,
+            "def total(d, i, j, k):\n    return d[k, i] + pow(j, k)\n"
+        ),
+        "{r:?}"
+    );
+    assert!(
+        has(
+            &r,
+            "def total(d, i, j, k):\n    return d[i, k] + pow(k, j)\n"
+        ),
+        "{r:?}"
+    );
+    // `+` is not commutative for strings and lists.
+    assert!(
+        has(
+            &r,
+            "def total(d, i, j, k):\n    return pow(j, k) + d[i, k]\n"
+        ),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn an_attribute_becomes_another_of_the_lines() {
+    let code = "def ready(node, done):\n    if node.inputs:\n        return set(done) >= set(node.outputs)\n";
+    let r = results(Language::Python, code);
+    assert!(has(&r, "def ready(node, done):\n    if node.inputs:\n        return set(done) >= set(node.inputs)\n"), "{r:?}");
+}
+
+#[test]
+fn names_literals_builtins_and_conditions() {
+    let code =
+        "def pick(xs, lo, hi):\n    while lo < hi:\n        lo = max(lo, xs[0])\n    return True\n";
+    let r = results(Language::Python, code);
+    // A name read becomes another variable of the function; an assigned one does not.
+    assert!(has(&r, "def pick(xs, lo, hi):\n    while lo < hi:\n        lo = max(hi, xs[0])\n    return True\n"), "{r:?}");
+    assert!(!has(&r, "def pick(xs, lo, hi):\n    while lo < hi:\n        hi = max(lo, xs[0])\n    return True\n"), "{r:?}");
+    assert!(has(&r, "def pick(xs, lo, hi):\n    while lo < hi:\n        lo = max(lo, xs[1])\n    return True\n"), "{r:?}");
+    assert!(has(&r, "def pick(xs, lo, hi):\n    while lo < hi:\n        lo = min(lo, xs[0])\n    return True\n"), "{r:?}");
+    assert!(has(&r, "def pick(xs, lo, hi):\n    while not (lo < hi):\n        lo = max(lo, xs[0])\n    return True\n"), "{r:?}");
+    assert!(has(&r, "def pick(xs, lo, hi):\n    while lo < hi:\n        lo = max(lo, xs[0])\n    return False\n"), "{r:?}");
+    assert!(has(&r, "def pick(xs, lo, hi):\n    while lo < hi:\n        lo = max(lo + 1, xs[0])\n    return True\n"), "{r:?}");
+    // The function's own name and the parameters' declarations stay.
+    assert!(
+        r.iter()
+            .all(|(t, _)| t.starts_with("def pick(xs, lo, hi):")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn rust_and_javascript_operators() {
+    let rust = "fn ok(a: i32, b: i32, c: bool) -> bool {\n    if a <= b && !c { return true; }\n    false\n}\n";
+    let r = results(Language::Rust, rust);
+    assert!(has(&r, &rust.replace("a <= b", "a < b")), "{r:?}");
+    assert!(has(&r, &rust.replace("&&", "||")), "{r:?}");
+    assert!(has(&r, &rust.replace("!c {", "c {")), "{r:?}");
+    assert!(
+        has(&r, &rust.replace("if a <= b && !c", "if !(a <= b && !c)")),
+        "{r:?}"
+    );
+    assert!(
+        has(&r, &rust.replace("return true", "return false")),
+        "{r:?}"
+    );
+    let js = "function same(a, b) {\n  if (a === b) { return 1; }\n  return 0;\n}\n";
+    let r = results(Language::JavaScript, js);
+    assert!(has(&r, &js.replace("===", "!==")), "{r:?}");
+    assert!(has(&r, &js.replace("(a === b)", "(!(a === b))")), "{r:?}");
+    // No Python floor division in a language where `//` starts a comment.
+    assert!(r.iter().all(|(t, _)| !t.contains("//")), "{r:?}");
+}
+
+#[test]
+fn only_the_lines_given_and_cheap_kinds_first() {
+    let code = "def a(x):\n    return x + 1\n\ndef b(y):\n    return y - 2\n";
+    let found = mutants(Language::Python, code, (4, 5), 10_000);
+    assert!(!found.is_empty());
+    assert!(found.iter().all(|m| m.line == 5), "{found:?}");
+    let kinds: Vec<Kind> = found.iter().map(|m| m.kind).collect();
+    let mut sorted = kinds.clone();
+    sorted.sort();
+    assert_eq!(kinds, sorted);
+    assert_eq!(mutants(Language::Python, code, (4, 5), 2).len(), 2);
+}
+
+#[test]
+fn a_huge_range_stays_bounded() {
+    // 20,000 lines of names: every kind is capped on its own.
+    let mut code = String::from("def big(a, b, c, d, e, f, g, h):\n");
+    for _ in 0..20_000 {
+        code.push_str("    a = b + c * d - e + f + g + h\n");
+    }
+    let found = mutants(Language::Python, &code, (1, 20_001), 200);
+    assert_eq!(found.len(), 200);
+    assert!(
+        found.iter().all(|m| m.kind == Kind::Operator),
+        "cheapest first"
+    );
+}
+
+#[test]
+fn every_mutant_applies_within_the_text() {
+    let code = "def f(s):\n    return s[1:] + 'é' if s else s\n";
+    for m in all(Language::Python, code) {
+        let changed = m.apply(code).unwrap();
+        assert_ne!(changed, code, "{m:?}");
+    }
+    let bad = Mutant {
+        start: 12,
+        end: 13,
+        replacement: String::new(),
+        line: 1,
+        what: String::new(),
+        kind: Kind::Name,
+    };
+    // Byte 12 is inside `é` only in a text where it is; out of range is None.
+    assert!(bad.apply("short").is_none());
+}
