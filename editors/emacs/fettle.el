@@ -12,8 +12,9 @@
 ;;
 ;; - ghost text from `textDocument/inlineCompletion' (`fettle-ghost-mode',
 ;;   on in every buffer Fettle manages): the suggestion is drawn after
-;;   point, TAB accepts it, M-f a word, M-e a line, M-n / M-p cycle, C-g
-;;   dismisses; typing what it says keeps the rest;
+;;   point, TAB accepts it, M-f a word, M-e a line, M-n / M-p cycle (with
+;;   one suggestion shown they ask for alternatives; with none, for
+;;   suggestions), C-g dismisses; typing what it says keeps the rest;
 ;; - `fettle-chat', `fettle-rewrite', `fettle-fix', `fettle-undo',
 ;;   `fettle-cancel', `fettle-stats', `fettle-log', `fettle-diff', all
 ;;   asynchronous (eglot's own `eglot-execute-command' waits for the
@@ -36,6 +37,7 @@
 
 (require 'cl-lib)
 (require 'subr-x)
+(require 'seq)
 (require 'eglot)
 (require 'jsonrpc)
 
@@ -71,6 +73,13 @@ Longer than Fettle's own `agent.timeout_s' (900 s by default)."
 Fettle asks itself when its `edit.confirm' says so; every edit is
 one `undo' away."
   :type 'boolean)
+
+(defcustom fettle-show-progress t
+  "Non-nil: echo a running task's progress, a line at a time.
+Its status and verification events are shown in the echo area while
+`*fettle-log*' (which has every event) is not in a window."
+  :type 'boolean
+  :group 'fettle)
 
 (defcustom fettle-ghost-delay 0.05
   "Seconds without typing before asking for ghost text."
@@ -323,7 +332,19 @@ its later changes are lost."
 (cl-defmethod eglot-handle-notification
   ((_server fettle-server) (_method (eql fettle/taskEvent)) &key taskId kind text &allow-other-keys)
   "Log what the agent or a rewrite did."
-  (fettle--log-event taskId kind text))
+  (fettle--log-event taskId kind text)
+  (fettle--echo-progress kind text))
+
+(defun fettle--echo-progress (kind text)
+  "Echo the first line of TEXT, an event of KIND, as the task's progress."
+  (when (and fettle-show-progress
+             (member kind '("status" "verify"))
+             (not (get-buffer-window "*fettle-log*" t))
+             (not (active-minibuffer-window)))
+    (let ((line (car (split-string (or text "") "\n")))
+          (message-log-max nil))
+      (message "Fettle: %s"
+               (truncate-string-to-width line (max 20 (- (frame-width) 10)) nil nil "…")))))
 
 ;;;###autoload
 (defun fettle-log ()
@@ -469,8 +490,10 @@ Returns non-nil while it is shown."
                 out))))
     (nreverse out)))
 
-(defun fettle--ghost-request (buffer &optional invoked)
-  "Ask for suggestions at point in BUFFER (several when INVOKED)."
+(defun fettle--ghost-request (buffer &optional invoked cycling)
+  "Ask for suggestions at point in BUFFER (several when INVOKED).
+CYCLING is (:text TEXT :step STEP) when asked for alternatives to the
+one suggestion shown, TEXT."
   (when (and (buffer-live-p buffer) (eq buffer (window-buffer (selected-window))))
     (with-current-buffer buffer
       (setq fettle--ghost-timer nil)
@@ -494,22 +517,36 @@ Returns non-nil while it is shown."
                           (with-current-buffer buffer
                             (when (eql fettle--ghost-inflight id)
                               (setq fettle--ghost-inflight nil))
-                            (fettle--ghost-answer result anchor before after tick))))
+                            (fettle--ghost-answer result anchor before after tick cycling))))
                       :error-fn #'ignore
                       :timeout 30 :timeout-fn #'ignore)))
           (setq fettle--ghost-inflight id))))))
 
-(defun fettle--ghost-answer (result anchor before after tick)
-  "Show RESULT, asked at ANCHOR, if it still fits the buffer."
+(defun fettle--ghost-answer (result anchor before after tick &optional cycling)
+  "Show RESULT, asked at ANCHOR, if it still fits the buffer.
+CYCLING: see `fettle--ghost-request'; the suggestion shown is replaced
+by the first that differs from it."
   (let ((items (and result fettle-ghost-mode (fettle--ghost-items result anchor))))
     (when items
-      (let* ((state (list :anchor anchor :before before :after after :tick tick
-                          :items items :index 0))
+      (let* ((n (length items))
+             (index (or (and cycling
+                             (seq-find (lambda (i)
+                                         (not (equal (plist-get (nth i items) :text)
+                                                     (plist-get cycling :text))))
+                                       (mapcar (lambda (k) (mod (* k (plist-get cycling :step)) n))
+                                               (number-sequence 0 (1- n)))))
+                        0))
+             (state (list :anchor anchor :before before :after after :tick tick
+                          :items items :index index :more (and cycling t)))
              (rest (and (eq (current-buffer) (window-buffer (selected-window)))
-                        (not fettle--ghost)
-                        (fettle--ghost-rest state (car items)))))
+                        (or cycling (not fettle--ghost))
+                        (fettle--ghost-rest state (nth index items)))))
         (if (or (null rest) (string-empty-p rest))
             (fettle--count :stale)
+          (when (and cycling
+                     (equal (plist-get (nth index items) :text) (plist-get cycling :text)))
+            (message "Fettle: no other suggestion here"))
+          (when fettle--ghost (fettle--ghost-hide))
           (fettle--ghost-draw state rest)
           (fettle--count :drawn))))))
 
@@ -605,6 +642,13 @@ Returns non-nil while it is shown."
       (fettle--ghost-request (current-buffer) t)
     (let* ((state fettle--ghost)
            (n (length (plist-get state :items))))
+      (if (and (< n 2) (not (plist-get state :more)))
+          ;; One suggestion shown (made while typing): ask for
+          ;; alternatives; it stays until they come.
+          (fettle--ghost-request
+           (current-buffer) t
+           (list :text (plist-get (nth (plist-get state :index) (plist-get state :items)) :text)
+                 :step step))
       (catch 'shown
         (dotimes (_ n)
           (plist-put state :index (mod (+ (plist-get state :index) step) n))
@@ -612,7 +656,7 @@ Returns non-nil while it is shown."
                                                      (plist-get state :items)))))
             (when (and rest (not (string-empty-p rest)))
               (fettle--ghost-draw state rest)
-              (throw 'shown t))))))))
+              (throw 'shown t)))))))))
 
 (defun fettle-next ()
   "Show the next suggestion (ask for several when none is shown)."
@@ -628,6 +672,14 @@ Returns non-nil while it is shown."
   "Ask for suggestions at point now."
   (interactive)
   (fettle--ghost-request (current-buffer) t))
+
+(defvar fettle-ghost-mode-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "M-n") #'fettle-next)
+    (define-key map (kbd "M-p") #'fettle-previous)
+    map)
+  "Keys of `fettle-ghost-mode': M-n / M-p ask for suggestions when none is
+shown (and cycle through them when one is).")
 
 (define-minor-mode fettle-ghost-mode
   "Ghost text from Fettle while typing."

@@ -90,6 +90,9 @@ pub struct RestoreReport {
     pub restored: Vec<PathBuf>,
     /// Files the task created, now deleted.
     pub removed: Vec<PathBuf>,
+    /// Files already as they were before the task (an undo done before, or
+    /// a task whose attempts were all rolled back): nothing written.
+    pub unchanged: Vec<PathBuf>,
     /// Files left alone, and why: changed since the task (unless `force`),
     /// or an I/O error.
     pub skipped: Vec<(PathBuf, String)>,
@@ -352,6 +355,7 @@ impl Checkpoint {
             match self.restore_entry(&disk, entry, force, buffer(&path).as_deref(), &mut report) {
                 Ok(Outcome::Restored) => report.restored.push(path),
                 Ok(Outcome::Removed) => report.removed.push(path),
+                Ok(Outcome::Unchanged) => report.unchanged.push(path),
                 Ok(Outcome::Left(why)) => report.left.push((path, why)),
                 Ok(Outcome::Skipped(why)) => report.skipped.push((path, why)),
                 Err(err) => report
@@ -361,6 +365,7 @@ impl Checkpoint {
         }
         report.restored.reverse();
         report.removed.reverse();
+        report.unchanged.reverse();
         report.skipped.reverse();
         report.left.reverse();
         let dirs = self.remove_created_dirs();
@@ -421,17 +426,20 @@ impl Checkpoint {
                     Err(err) => return Err(err),
                 };
                 let same_mode = entry.mode.is_none() || mode == entry.mode;
-                if current.as_deref() != Some(bytes.as_slice()) || !same_mode {
-                    // A different file that existed before the task sits
-                    // here (a command moved it over this one): its bytes
-                    // go to the trash, not away.
-                    if let Some(trashed) = self.trash_if_foreign(disk, entry)? {
-                        report.trashed.push((path.clone(), trashed));
-                    }
-                    disk.write_atomic(path, &bytes, entry.mode)?;
+                if current.as_deref() == Some(bytes.as_slice()) && same_mode {
+                    return Ok(Outcome::Unchanged);
                 }
+                // A different file that existed before the task sits here (a
+                // command moved it over this one): its bytes go to the
+                // trash, not away.
+                if let Some(trashed) = self.trash_if_foreign(disk, entry)? {
+                    report.trashed.push((path.clone(), trashed));
+                }
+                disk.write_atomic(path, &bytes, entry.mode)?;
                 Ok(Outcome::Restored)
             }
+            // Gone already (an earlier undo): nothing to remove.
+            None if current.is_none() => Ok(Outcome::Unchanged),
             None => {
                 match self.before_removing(disk, entry)? {
                     trash::Removal::Delete => {}
@@ -497,6 +505,8 @@ impl Manifest {
 enum Outcome {
     Restored,
     Removed,
+    /// Already as before the task.
+    Unchanged,
     /// Not the task's to remove (it existed before the task): left.
     Left(String),
     Skipped(String),

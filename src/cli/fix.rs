@@ -321,6 +321,9 @@ fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
     for path in &report.removed {
         eprintln!("removed {} (the task created it)", path.display());
     }
+    for path in &report.unchanged {
+        eprintln!("{} is already as before the task", path.display());
+    }
     for (path, why) in &report.skipped {
         eprintln!(
             "skipped {} ({why}; --force restores it anyway)",
@@ -347,6 +350,7 @@ fn undo(root: &Path, task: Option<&str>, force: bool, json: bool) -> i32 {
         let out = serde_json::json!({
             "taskId": undone.task_id,
             "restored": report.restored.iter().chain(report.removed.iter()).map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            "unchanged": report.unchanged.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "skipped": report.skipped.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),
             "removedDirectories": report.removed_dirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "keptDirectories": report.kept_dirs.iter().map(|(p, why)| serde_json::json!({"path": p.display().to_string(), "reason": why})).collect::<Vec<_>>(),

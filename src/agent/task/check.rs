@@ -228,7 +228,45 @@ impl Verification {
             tail.join("\n")
         )
     }
+
+    /// When the test command's output could not be read as test results:
+    /// the line of it most likely to say why (the last that reads as an
+    /// error, else the last), for a summary's first line — the one line
+    /// an editor shows (`No module named pytest`, not only "failed").
+    pub fn unread_cause(&self) -> Option<String> {
+        let outcome = self.outcome.as_ref().filter(|_| self.score.broken)?;
+        let lines: Vec<&str> = outcome
+            .output
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                !l.is_empty() && !l.chars().all(|c| matches!(c, '=' | '-' | '_' | '*' | ' '))
+            })
+            .collect();
+        let says_why = |l: &&&str| {
+            let lower = l.to_lowercase();
+            [
+                "error",
+                "no module named",
+                "not found",
+                "cannot",
+                "can't",
+                "permission denied",
+                "no such file",
+            ]
+            .iter()
+            .any(|w| lower.contains(w))
+        };
+        let line = lines.iter().rev().find(says_why).or(lines.last())?;
+        Some(match line.char_indices().nth(UNREAD_CAUSE_CHARS) {
+            Some((cut, _)) => format!("{}…", &line[..cut]),
+            None => (*line).to_owned(),
+        })
+    }
 }
+
+/// The most of a line [`Verification::unread_cause`] keeps.
+const UNREAD_CAUSE_CHARS: usize = 160;
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")

@@ -23,6 +23,10 @@ pub enum StopCause {
         model: String,
         turns: u32,
     },
+    /// Attempt after attempt, every change the model made was to files the
+    /// user chose to keep the agent out of (unsaved changes): more attempts
+    /// would only be refused the same way.
+    LeftAlone(Vec<String>),
 }
 
 impl StopCause {
@@ -57,6 +61,10 @@ impl StopCause {
             StopCause::Cancelled => "the task was cancelled".to_owned(),
             StopCause::Model(err) => format!("the model failed: {err}"),
             StopCause::Error(err) => err.clone(),
+            StopCause::LeftAlone(files) => format!(
+                "every change the model tried was to {}, which the task may not change (open with unsaved changes, left alone), so no attempt could change anything",
+                files.join(", ")
+            ),
             StopCause::NoToolUse { model, turns } => format!(
                 "the model `{model}` made no tool call in its first {turns} turns and wrote no code to put in place, so it cannot read, search or edit the workspace (a model too small for the task, or a server that does not pass tool calls through)"
             ),
@@ -90,6 +98,8 @@ pub struct Context<'a> {
     pub test_timed_out: bool,
     /// The model's own account, asked for when the attempts ran out.
     pub reflection: Option<&'a str>,
+    /// The last test run reported no results: the line that says why.
+    pub tests_could_not_run: Option<String>,
 }
 
 pub fn summary(cx: &Context<'_>) -> String {
@@ -101,8 +111,15 @@ pub fn summary(cx: &Context<'_>) -> String {
             text.to_owned()
         };
     }
+    // The first line is all an editor's notification shows: the reason
+    // the tests could not run goes there, not only in the details.
+    let could_not_run = cx
+        .tests_could_not_run
+        .as_deref()
+        .map(|why| format!("the tests could not run (`{why}`); "))
+        .unwrap_or_default();
     let mut out = format!(
-        "Stopped without reaching the goal ({}): {}.\n",
+        "Stopped without reaching the goal ({}): {could_not_run}{}.\n",
         cx.goal.trim(),
         cx.cause.describe(cx.budget)
     );
@@ -192,6 +209,10 @@ fn next_step(cx: &Context<'_>) -> String {
         StopCause::Model(_) => "check the model with `fettle doctor`, then run the task again.".to_owned(),
         StopCause::Error(_) => "fix the problem above (the test command must run from the workspace root), then run again.".to_owned(),
         StopCause::NoToolUse { .. } => NO_TOOL_USE_ADVICE.to_owned(),
+        StopCause::LeftAlone(files) => format!(
+            "save {} in the editor (or answer \"Save and continue\" when asked), then run the task again.",
+            files.join(", ")
+        ),
         _ if cx.test_timed_out => "the test command did not finish within `agent.test_timeout_s`: look for a hang (an infinite loop, a server waiting for input) or raise the limit.".to_owned(),
         StopCause::Tokens | StopCause::ToolCalls | StopCause::Timeout | StopCause::Iterations => {
             let target = cx

@@ -58,6 +58,7 @@ pub struct Files {
     /// Files with unsaved changes the user chose to keep the agent out of,
     /// and what the model is told.
     left_alone: BTreeMap<PathBuf, String>,
+    left_alone_refusals: u32,
     /// Open files whose disk Fettle wrote itself because the editor did not
     /// save them: same text, but the editor still holds them as modified.
     not_saved_by_editor: std::collections::BTreeSet<PathBuf>,
@@ -92,6 +93,7 @@ impl Files {
             written: Default::default(),
             unsaved_policy,
             left_alone: BTreeMap::new(),
+            left_alone_refusals: 0,
             not_saved_by_editor: Default::default(),
             effects: Default::default(),
             staging: None,

@@ -124,6 +124,7 @@ impl Task {
             test_timed_out: last
                 .and_then(|v| v.outcome.as_ref())
                 .is_some_and(|o| o.timed_out),
+            tests_could_not_run: last.and_then(Verification::unread_cause),
         });
         let summary = match self.review_note() {
             Some(note) => format!("{summary}\n\n{note}"),

@@ -57,6 +57,9 @@ const MAX_MALFORMED_TURNS: u32 = 3;
 /// Attempts a model may end without having made a single tool call before
 /// the task stops: one reminder, then it is clear the model cannot.
 const NO_TOOL_ATTEMPTS: u32 = 2;
+/// Attempts in a row whose every change was refused because the user left
+/// the file alone, before the task stops.
+const LEFT_ALONE_ATTEMPTS: u32 = 2;
 
 /// The repo map's size for a local model (the full one is 1024 tokens).
 const LOCAL_REPO_MAP_TOKENS: usize = 300;
@@ -169,6 +172,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         approach_cap: None,
         code_answers: 0,
         unchanged_attempts: 0,
+        left_alone_attempts: 0,
         brief: String::new(),
         attempt_notes: Vec::new(),
         candidate: None,
@@ -238,6 +242,9 @@ pub(crate) struct Task {
     /// Attempts in a row that changed no file: the next turns sample
     /// instead of repeating the same answer.
     unchanged_attempts: u32,
+    /// Attempts in a row that changed nothing because every change was to
+    /// a file left alone.
+    left_alone_attempts: u32,
     /// For a local model: the first message as of the files' current
     /// state (its code and test results), which each attempt starts from.
     brief: String,
@@ -387,6 +394,7 @@ impl Task {
                 "Iteration {iteration} of {}",
                 self.spec.budget.max_iterations
             ));
+            let refused_before = self.files.left_alone_refusals();
             let acted = match self.copy_area.clone() {
                 Some(area) => self.act_with_candidates(area, last.score).await,
                 None => self.act().await,
@@ -415,6 +423,15 @@ impl Task {
                 0 => self.unchanged_attempts + 1,
                 _ => 0,
             };
+            let refused = self.files.left_alone_refusals();
+            self.left_alone_attempts = match (self.edits_in_attempt, refused > refused_before) {
+                (0, true) => self.left_alone_attempts + 1,
+                _ => 0,
+            };
+            if self.left_alone_attempts >= LEFT_ALONE_ATTEMPTS {
+                let cause = StopCause::LeftAlone(self.files.left_alone_names());
+                return self.give_up(cause, best, &last).await;
+            }
             if self.tool_calls == 0 && self.code_answers == 0 && iteration >= NO_TOOL_ATTEMPTS {
                 let cause = StopCause::NoToolUse {
                     model: self.model.name().to_owned(),

@@ -87,13 +87,24 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
             done.push(rel(path));
         }
     }
+    // An undo repeated (or of a task whose attempts were all rolled back)
+    // says so, rather than "restored" again.
+    let unchanged: Vec<String> = report
+        .unchanged
+        .iter()
+        .filter(|p| !restored_buffers.contains(p))
+        .map(|p| rel(p))
+        .collect();
     let mut message = format!(
         "fettle: undo of task {}: {}",
         task_id,
-        if done.is_empty() {
-            "nothing restored".to_owned()
-        } else {
-            format!("restored {}", done.join(", "))
+        match (done.is_empty(), unchanged.is_empty()) {
+            (true, true) => "nothing restored".to_owned(),
+            (true, false) => format!(
+                "nothing to restore: {} already as before the task",
+                unchanged.join(", ")
+            ),
+            (false, _) => format!("restored {}", done.join(", ")),
         }
     );
     if !report.skipped.is_empty() {
@@ -145,6 +156,7 @@ pub async fn undo(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
     Ok(Some(json!({
         "taskId": task_id,
         "restored": restored,
+        "unchanged": report.unchanged.iter().map(uri).collect::<Vec<_>>(),
         "skipped": report.skipped.iter().map(|(p, why)| json!({ "uri": uri(p), "reason": why })).collect::<Vec<_>>(),
         "editorNotes": notes,
     })))

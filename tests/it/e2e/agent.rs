@@ -163,6 +163,31 @@ fn chat_repairs_a_closed_file_reports_progress_and_undo_restores_it() {
         .unwrap();
     assert_eq!(undo["restored"], json!([ws.uri("calc.py")]));
     assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), CALC);
+
+    // Undone again: nothing is written, and the message says so rather
+    // than "restored calc.py" a second time.
+    let again = lsp
+        .request(
+            "workspace/executeCommand",
+            json!({ "command": "fettle.undo", "arguments": [{ "taskId": result["taskId"] }] }),
+        )
+        .unwrap();
+    assert_eq!(again["restored"], json!([]), "{again:#}");
+    assert_eq!(again["unchanged"], json!([ws.uri("calc.py")]), "{again:#}");
+    let said = lsp.notification("window/showMessage", |m| {
+        m["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("nothing to restore")
+    });
+    assert!(
+        said["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("nothing to restore: calc.py already as before the task"),
+        "{said:#}"
+    );
+    assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), CALC);
 }
 
 #[test]
@@ -377,6 +402,41 @@ fn unsaved_buffer_left_alone_is_not_written_and_the_model_is_told() {
         );
         assert_eq!(result["changedFiles"], json!([]), "{policy}");
     }
+}
+
+/// A model that keeps editing the one file the user left alone: the task
+/// stops after two such attempts (not all eight), and says why and what to
+/// do, instead of spending its whole budget on refused edits.
+#[test]
+fn a_task_whose_every_change_is_to_a_file_left_alone_stops() {
+    let ws = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let attempt = [
+        json!({"tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "search": "    return a - b\n", "replace": "    return a + b\n"}}]}),
+        json!({"text": "Fixed `add`."}),
+    ];
+    let script = json!({ "responses": attempt.iter().cycle().take(16).collect::<Vec<_>>() });
+    let mock = Mock::start(&script.to_string());
+    let mut lsp = start_saving(
+        &ws,
+        cache.path(),
+        mock.options(json!({ "unsaved_buffers": "skip", "max_iterations": 8 })),
+    );
+    let uri = ws.uri("calc.py");
+    lsp.open(&uri, "python", &format!("{NOTE}{CALC}"));
+    let id = chat(&mut lsp, "make check.py pass", json!({ "uri": uri }));
+    let response = response_within(&mut lsp, &id, 60);
+    let result = &response["result"];
+    assert_eq!(result["status"], "gave_up", "{response:#}");
+    assert_eq!(result["iterations"], 2, "{response:#}");
+    let summary = result["summary"].as_str().unwrap();
+    let first = summary.lines().next().unwrap();
+    assert!(
+        first.contains("every change the model tried was to calc.py")
+            && summary.contains("Next: save calc.py in the editor"),
+        "{summary}"
+    );
+    assert_eq!(std::fs::read_to_string(ws.path("calc.py")).unwrap(), CALC);
 }
 
 /// Undo never discards a change made after the task: typing in the buffer
@@ -772,6 +832,9 @@ fn strategies_from_the_editor_plan_approved_candidates_chosen_and_reviewed() {
     let mock = Mock::start(script);
     let options = mock.options(json!({
         "plan": true, "plan_approval": true, "candidates": 2, "review": true,
+        // `a - b` → `a + b` is a mechanical change: found before the model's
+        // candidates, which this test is about.
+        "mutants": false,
     }));
     let mut lsp = start(&ws, cache.path(), options);
     let uri = ws.uri("calc.py");

@@ -32,6 +32,10 @@ fn script() -> fettle::mock::Script {
     let responses = json!([
         fim("+ it", "em.name.upper()"),
         fim("total = tot", "al([item])"),
+        // Typing gets one suggestion; M-n asks for alternatives (fettle-4).
+        json!({ "when": { "path": "/v1/completions", "contains": "count = cou<fim_suffix>" },
+                "text": "nt + 1" }),
+        fim("count = cou", "nt * 2"),
         { "when": { "path": "/v1/chat/completions", "contains": "Add a docstring" },
           "text": "```python\ndef add(a, b):\n    \"\"\"Add two numbers.\"\"\"\n    return a + b\n```",
           "repeat": true },
@@ -91,7 +95,7 @@ fn emacs_fettle_el_ert_suite_passes() {
     let report = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{report}");
     assert!(
-        report.contains("Ran 3 tests, 3 results as expected"),
+        report.contains("Ran 4 tests, 4 results as expected"),
         "{report}"
     );
     // The agent's edit reached the file and `fettle-undo` restored it.

@@ -723,6 +723,18 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
         has("tool_call") && has("read_file") && has("edit"),
         "{shown:#?}"
     );
+    // The whole summary is in the log, not only the notification's line.
+    let summary_line = format!(
+        "[{}] summary: {}",
+        value["result"]["taskId"].as_str().unwrap(),
+        value["result"]["summary"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+    );
+    assert!(has(&summary_line), "{summary_line}\n{shown:#?}");
     assert!(
         value["messages"]
             .as_array()

@@ -24,6 +24,9 @@ fn script() -> fettle::mock::Script {
         answer("total = tot", "al([item])", 0),
         answer("slow = slo", "w_answer()", 1500),
         answer("print(", "label)", 0),
+        // Typing gets one suggestion; <M-]> asks for alternatives (step 9).
+        json!({ "when": { "contains": "count = cou<fim_suffix>" }, "text": "nt + 1" }),
+        answer("count = cou", "nt * 2", 0),
         { "text": "", "repeat": true },
     ]);
     fettle::mock::Script::from_json(&json!({ "responses": responses }).to_string()).unwrap()
@@ -138,4 +141,18 @@ fn neovim_ghost_text_is_drawn_typed_through_accepted_and_cleared() {
     assert_eq!(tab["line"], format!("{indented}    x"), "{tab:#}");
     // The three accepted suggestions were counted by the server.
     assert_eq!(value["stats"]["accepted"], 3, "{value:#}");
+    // <M-]> with one suggestion: one explicit request, a different one shown;
+    // then cycling among those without asking again.
+    assert_eq!(
+        screen(&value, "one_suggestion")["text"],
+        "nt + 1",
+        "{value:#}"
+    );
+    assert_eq!(screen(&value, "alternative")["text"], "nt * 2", "{value:#}");
+    assert_eq!(value["alternative_requests"], 1, "{value:#}");
+    assert_eq!(value["cycled_requests"], 1, "{value:#}");
+    assert!(
+        screen(&value, "cycled")["visible"].as_bool().unwrap(),
+        "{value:#}"
+    );
 }

@@ -84,6 +84,11 @@ end
 function M.task_ended(result)
   result = result or {}
   M.last_result = result
+  -- The whole summary (what was tried, what still fails, why the tests
+  -- could not run) is kept in :Fettle log; the notification is its first line.
+  if result.summary and result.summary ~= '' then
+    require('fettle.log').add(nil, { taskId = result.taskId, kind = 'summary', text = result.summary })
+  end
   local changed = #(result.changedFiles or {})
   local level = result.status == 'success' and vim.log.levels.INFO or vim.log.levels.WARN
   local tail = ''

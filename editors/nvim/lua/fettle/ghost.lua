@@ -219,7 +219,7 @@ local function record_latency(started)
   end
 end
 
-local function present(bufnr, client, result, row, col, line, started)
+local function present(bufnr, client, result, row, col, line, started, cycling)
   local items = items_of(result, client, line, row, col)
   if #items == 0 then
     return
@@ -229,7 +229,23 @@ local function present(bufnr, client, result, row, col, line, started)
     after = line:sub(col + 1),
     items = items,
     index = 1,
+    -- Asked for alternatives already: cycling goes round these.
+    more = cycling ~= nil,
   }
+  if cycling then
+    -- Cycling from one suggestion: show the next that differs from it.
+    for i = 0, #items - 1 do
+      local at = ((cycling.step > 0 and i or -i) % #items) + 1
+      if items[at].text ~= cycling.text then
+        s.index = at
+        break
+      end
+    end
+    if items[s.index].text == cycling.text then
+      M.counters.no_alternative = (M.counters.no_alternative or 0) + 1
+      vim.notify('Fettle: no other suggestion here', vim.log.levels.INFO)
+    end
+  end
   local now_row, now_col = cursor()
   local now_line = line_at(bufnr, now_row)
   local rest = now_row == row and remaining(s, items[s.index], now_line, now_col)
@@ -246,8 +262,9 @@ local function present(bufnr, client, result, row, col, line, started)
 end
 
 --- Asks for suggestions at the cursor now. `invoked`: an explicit request
---- (several items welcome) rather than one made while typing.
-function M.request(bufnr, invoked)
+--- (several items welcome) rather than one made while typing. `cycling`:
+--- `{ text, step }` when asked for alternatives to the suggestion shown.
+function M.request(bufnr, invoked, cycling)
   bufnr = bufnr or api.nvim_get_current_buf()
   local client = fettle_client(bufnr)
   if not client or not in_insert_mode() or api.nvim_get_current_buf() ~= bufnr then
@@ -277,7 +294,7 @@ function M.request(bufnr, invoked)
       M.counters.stale = M.counters.stale + 1
       return
     end
-    present(bufnr, client, result, row, col, line, started)
+    present(bufnr, client, result, row, col, line, started, cycling)
   end, bufnr)
   if ok then
     id = sent
@@ -439,6 +456,12 @@ function M.cycle(step)
     return
   end
   local s = shown[bufnr]
+  if #s.items < 2 and not s.more then
+    -- One suggestion shown (made while typing): ask for alternatives, as
+    -- copilot.lua does; the one shown stays until they come.
+    M.request(bufnr, true, { text = s.items[s.index].text, step = step })
+    return
+  end
   local line = line_at(bufnr, s.row)
   -- The next item that fits what was typed meanwhile.
   for _ = 1, #s.items do

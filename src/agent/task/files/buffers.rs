@@ -18,6 +18,19 @@ use crate::agent::types::{EditorNote, EventKind, TaskEvent};
 use crate::config::UnsavedBuffers;
 
 impl Files {
+    /// How many writes were refused because their file was left alone.
+    pub fn left_alone_refusals(&self) -> u32 {
+        self.left_alone_refusals
+    }
+
+    /// The files left alone, relative to the workspace.
+    pub fn left_alone_names(&self) -> Vec<String> {
+        self.left_alone
+            .keys()
+            .map(|p| self.paths.relative(p))
+            .collect()
+    }
+
     /// Before the task's first write to an open file whose buffer differs
     /// from the disk: saves the user's text (asking first, per
     /// `agent.unsaved_buffers`), or refuses the write with a reason for the
@@ -36,6 +49,7 @@ impl Files {
             return Ok(());
         }
         if let Some(why) = self.left_alone.get(path) {
+            self.left_alone_refusals += 1;
             return Err(PutError::LeftAlone(why.clone()));
         }
         let rel = self.paths.relative(path);
@@ -55,6 +69,7 @@ impl Files {
                  say in your answer what the user should change in {rel}."
             );
             self.left_alone.insert(path.to_path_buf(), why.clone());
+            self.left_alone_refusals += 1;
             return Err(PutError::LeftAlone(why));
         }
         // The freshest text: the user may have typed while being asked.
