@@ -15,7 +15,8 @@
 ;;   point, TAB accepts it, M-f a word, M-e a line, M-n / M-p cycle (with
 ;;   one suggestion shown they ask for alternatives; with none, for
 ;;   suggestions), C-g dismisses; typing what it says keeps the rest;
-;; - `fettle-chat', `fettle-rewrite', `fettle-fix', `fettle-undo',
+;; - `fettle-chat' (a conversation in `*fettle-chat*': a follow-up
+;;   continues it, C-u starts a new one), `fettle-rewrite', `fettle-fix', `fettle-undo',
 ;;   `fettle-cancel', `fettle-stats', `fettle-log', `fettle-diff', all
 ;;   asynchronous (eglot's own `eglot-execute-command' waits for the
 ;;   answer, and a task takes minutes: Emacs would freeze meanwhile);
@@ -115,8 +116,9 @@ Its status and verification events are shown in the echo area while
 (defvar fettle--last-result nil
   "The result of the last task that ended (for `fettle-diff').")
 
-(defun fettle--execute (server command argument &optional on-result)
-  "Run COMMAND with ARGUMENT on SERVER; call ON-RESULT with its answer."
+(defun fettle--execute (server command argument &optional on-result on-error)
+  "Run COMMAND with ARGUMENT on SERVER; call ON-RESULT with its answer.
+ON-ERROR, if given, is called with the error's message too."
   (when (eglot-managed-p)
     (eglot--signal-textDocument/didChange))
   (jsonrpc-async-request
@@ -124,7 +126,9 @@ Its status and verification events are shown in the echo area while
    (list :command command :arguments (if (vectorp argument) argument (vector argument)))
    :success-fn (lambda (result) (when on-result (funcall on-result result)))
    :error-fn (lambda (err)
-               (message "Fettle: %s" (or (plist-get err :message) err)))
+               (let ((text (format "%s" (or (plist-get err :message) err))))
+                 (message "Fettle: %s" text)
+                 (when on-error (funcall on-error text))))
    :timeout fettle-task-timeout
    :timeout-fn (lambda ()
                  (message "Fettle: %s had no answer after %d s" command fettle-task-timeout))))
@@ -225,20 +229,43 @@ it to know the edit landed, so it goes now."
                      #'fettle--report)
     (message "Fettle: rewriting…")))
 
+(defvar fettle--chat-turns 0
+  "Chats finished in this conversation (a follow-up continues it).")
+
+(defvar fettle--chat-running nil
+  "While a chat runs: a plist (:task ID), ID nil until its first event.")
+
+(defvar fettle--chat-streaming nil
+  "Non-nil while the conversation's last line is the model's streamed text.")
+
 ;;;###autoload
-(defun fettle-chat (message &optional beg end)
-  "Run the repair loop with MESSAGE as its goal; the region is its focus."
+(defun fettle-chat (message &optional beg end new)
+  "Run the repair loop with MESSAGE as its goal; the region is its focus.
+It continues the conversation in `*fettle-chat*' (the model is told the
+earlier requests, their results and changes), unless NEW (a prefix
+argument, \\[universal-argument]) starts a new one."
   (interactive
-   (append (list (read-string "Fettle chat: "))
-           (when (use-region-p) (list (region-beginning) (region-end)))))
+   (let ((region (when (use-region-p) (list (region-beginning) (region-end)))))
+     (list (read-string (if (and (not current-prefix-arg) (> fettle--chat-turns 0))
+                            "Fettle chat (follow-up): "
+                          "Fettle chat: "))
+           (car region) (cadr region) current-prefix-arg)))
   (when (string-empty-p (string-trim message))
     (user-error "Fettle: say what to do, e.g. make the tests pass"))
-  (let ((argument (list :message message
-                        :uri (eglot--path-to-uri (buffer-file-name)))))
+  (let* ((continued (and (not new) (> fettle--chat-turns 0)))
+         (argument (list :message message
+                         :uri (eglot--path-to-uri (buffer-file-name))
+                         :continue (if continued t :json-false))))
     (when (and beg end)
       (setq argument (append argument (list :range (fettle--whole-lines beg end)))))
-    (fettle--execute (fettle--server) "fettle.chat" argument #'fettle--report)
-    (message "Fettle: working on it (M-x fettle-log shows what it does)")))
+    (fettle--chat-begin message continued)
+    (fettle--execute (fettle--server) "fettle.chat" argument
+                     (lambda (result)
+                       (fettle--chat-finish result)
+                       (fettle--report result))
+                     (lambda (text)
+                       (fettle--chat-finish (list :status "error" :summary text))))
+    (message "Fettle: working on it (*fettle-chat* shows what it does)")))
 
 ;;;###autoload
 (defun fettle-fix ()
@@ -299,6 +326,68 @@ its later changes are lost."
       (goto-char (point-min))
       (display-buffer (current-buffer)))))
 
+;;; The conversation: `*fettle-chat*'
+
+(defun fettle--chat-buffer ()
+  (let ((buffer (get-buffer-create "*fettle-chat*")))
+    (with-current-buffer buffer
+      (unless (derived-mode-p 'special-mode)
+        (special-mode)))
+    buffer))
+
+(defun fettle--chat-insert (text &optional raw)
+  "Append TEXT to `*fettle-chat*' as a line of its own, or as it is (RAW:
+the model's text as it streams)."
+  (with-current-buffer (fettle--chat-buffer)
+    (let ((inhibit-read-only t)
+          (follow (mapcar (lambda (w) (cons w (= (window-point w) (point-max))))
+                          (get-buffer-window-list (current-buffer) nil t))))
+      (save-excursion
+        (goto-char (point-max))
+        (if raw
+            (insert text)
+          (unless (bolp) (insert "\n"))
+          (insert text "\n")))
+      (dolist (w follow)
+        (when (cdr w) (set-window-point (car w) (point-max)))))))
+
+(defun fettle--chat-begin (message continued)
+  "A chat MESSAGE sent; CONTINUED when it follows the earlier ones."
+  (unless continued
+    (setq fettle--chat-turns 0)
+    (when (> (buffer-size (fettle--chat-buffer)) 0)
+      (fettle--chat-insert "\n--- new conversation ---")))
+  (setq fettle--chat-running (list :task nil)
+        fettle--chat-streaming nil)
+  (fettle--chat-insert (format "\nYou: %s\n\nFettle:" message))
+  (display-buffer (fettle--chat-buffer) '(nil (inhibit-same-window . t))))
+
+(defun fettle--chat-event (task kind text)
+  "The running chat's event KIND of TASK with TEXT, in the conversation."
+  (when fettle--chat-running
+    (let ((text (or text "")))
+      (when (and (null (plist-get fettle--chat-running :task))
+                 (equal kind "status") (string-prefix-p "Started:" text))
+        ;; The agent's first event names the task.
+        (setq fettle--chat-running (list :task task)))
+      (when (equal task (plist-get fettle--chat-running :task))
+        (if (equal kind "text")
+            (progn
+              (setq fettle--chat-streaming t)
+              (fettle--chat-insert text t))
+          (setq fettle--chat-streaming nil)
+          (fettle--chat-insert (concat "  · " (car (split-string text "\n")))))))))
+
+(defun fettle--chat-finish (result)
+  "The chat's RESULT: its summary ends the turn."
+  (setq fettle--chat-running nil
+        fettle--chat-streaming nil)
+  (let ((turns (plist-get (plist-get result :conversation) :turns)))
+    (cond (turns (setq fettle--chat-turns turns))
+          ((plist-get result :taskId) (setq fettle--chat-turns (1+ fettle--chat-turns)))))
+  (fettle--chat-insert (format "\n[%s]\n%s" (or (plist-get result :status) "?")
+                               (string-trim (or (plist-get result :summary) "")))))
+
 ;;; The log of `fettle/taskEvent'
 
 (defvar fettle--log-last-text-task nil
@@ -333,6 +422,7 @@ its later changes are lost."
   ((_server fettle-server) (_method (eql fettle/taskEvent)) &key taskId kind text &allow-other-keys)
   "Log what the agent or a rewrite did."
   (fettle--log-event taskId kind text)
+  (fettle--chat-event taskId kind text)
   (fettle--echo-progress kind text))
 
 (defun fettle--echo-progress (kind text)

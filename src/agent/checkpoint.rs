@@ -617,7 +617,7 @@ fn check_task_id(id: &str) -> io::Result<()> {
     }
 }
 
-fn root_hash(root: &Path) -> String {
+pub(crate) fn root_hash(root: &Path) -> String {
     #[cfg(unix)]
     let bytes = {
         use std::os::unix::ffi::OsStrExt;

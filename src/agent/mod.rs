@@ -9,6 +9,7 @@ pub mod bisect;
 pub mod checkers;
 pub mod checkpoint;
 pub mod confined;
+pub mod conversation;
 pub mod edit;
 pub mod exec;
 pub mod fsutil;

@@ -60,6 +60,9 @@ pub struct TaskSpec {
     pub review: bool,
     /// A stack trace the user gave (`fettle fix --trace FILE`).
     pub trace: Option<String>,
+    /// The earlier requests of the conversation this one continues
+    /// (`agent::conversation`), as the first message tells them.
+    pub history: Option<String>,
     /// Bisect the git history when the tests fail (`--since`, `--bisect`,
     /// `agent.bisect`).
     pub bisect: Option<BisectRequest>,
@@ -128,6 +131,7 @@ impl TaskSpec {
             mutants: config.mutants,
             review: config.review,
             trace: None,
+            history: None,
             bisect: config.bisect.then(BisectRequest::default),
             tests_first: config.tests_first,
             plan: config.plan,

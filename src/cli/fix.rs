@@ -45,6 +45,11 @@ pub struct FixArgs {
     /// workspace, the best kept (default: `agent.candidates`; at most 8).
     #[arg(long, value_name = "N")]
     candidates: Option<u32>,
+    /// Continue the workspace's conversation: the model is told the earlier
+    /// requests (from the editor's chat or `fettle fix`), how their tasks
+    /// ended and what they changed. Without it a task starts a new one.
+    #[arg(long = "continue")]
+    continue_conversation: bool,
     /// With candidates, do not try small mechanical changes (an operator,
     /// a literal, two arguments swapped) before asking the model (default:
     /// `agent.mutants`).
@@ -157,6 +162,7 @@ pub fn run(args: FixArgs) -> i32 {
         },
         check_goal: args.check.then_some(CheckGoal::Clean),
     };
+    let request = goal.clone();
     let prepared = prepare(
         id,
         goal,
@@ -183,6 +189,12 @@ pub fn run(args: FixArgs) -> i32 {
             return 2;
         }
     };
+    if args.continue_conversation {
+        spec.history = crate::agent::conversation::load(&root).for_prompt();
+        if spec.history.is_none() {
+            eprintln!("fettle: --continue: no earlier request in this workspace; starting a new conversation");
+        }
+    }
     if let Some(path) = &args.trace {
         match read_trace(path) {
             Ok(text) => spec.trace = Some(text),
@@ -248,6 +260,16 @@ pub fn run(args: FixArgs) -> i32 {
         run_task(spec, env, cancel).await
     });
     runtime.shutdown_background();
+    let turn = crate::agent::conversation::Turn {
+        task_id: result.task_id.clone(),
+        request,
+        status: result.status.as_str().to_owned(),
+        summary: result.summary.clone(),
+        diff: result.diff.clone(),
+    };
+    if let Err(err) = crate::agent::conversation::record(&root, args.continue_conversation, turn) {
+        eprintln!("fettle: the conversation could not be kept (a later --continue will not know this task): {err}");
+    }
 
     eprintln!("\n{}", result.summary);
     eprintln!(

@@ -102,7 +102,13 @@ pub fn install(state: &Arc<State>) -> Result<Installed, ConfigError> {
     let before = state.config();
     crate::logging::set_level(&resolved.config.log.level);
     state.set_config(resolved.config.clone());
-    tracing::info!("configuration applied");
+    // Applied at `initialize` and again at `initialized` (after pulling the
+    // client's settings): the second, usually the same, is not news.
+    if *before == resolved.config {
+        tracing::debug!("configuration unchanged");
+    } else {
+        tracing::info!("configuration applied");
+    }
     Ok(Installed { before, resolved })
 }
 

@@ -20,6 +20,7 @@ mod reference;
 mod agent_bisect;
 mod agent_checkpoint;
 mod agent_confined;
+mod agent_conversation;
 mod agent_corpus;
 mod agent_coverage;
 mod agent_edit;

@@ -12,8 +12,16 @@ export function rewriteArguments(uri: string, range: Range, version: number, ins
 }
 
 /** `fettle.chat`: the message, with the file and the selection (if any) as context. */
-export function chatArguments(message: string, uri: string | undefined, range: Range | undefined): unknown[] {
+export function chatArguments(
+  message: string,
+  uri: string | undefined,
+  range: Range | undefined,
+  continued = false,
+): unknown[] {
   const arg: Record<string, unknown> = { message };
+  if (continued) {
+    arg.continue = true;
+  }
   if (uri !== undefined) {
     arg.uri = uri;
   }
@@ -43,6 +51,14 @@ export interface TaskResult {
   summary: string;
   changedFiles?: string[];
   diff?: string;
+  /** A chat's conversation so far (`continue`). */
+  conversation?: { turns: number };
+}
+
+/** A chat message: `/new …` starts a new conversation. */
+export function chatMessage(typed: string): { message: string; fresh: boolean } {
+  const match = /^\s*\/new\b\s*/.exec(typed);
+  return match ? { message: typed.slice(match[0].length), fresh: true } : { message: typed, fresh: false };
 }
 
 /** One line for a notification about a finished task. */

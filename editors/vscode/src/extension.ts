@@ -29,6 +29,7 @@ import { findServer } from './binary';
 import { forwardLog } from './log';
 import {
   chatArguments,
+  chatMessage,
   fixArguments,
   rewriteArguments,
   taskArguments,
@@ -90,6 +91,13 @@ export type ClientFactory = (server: ServerOptions, options: LanguageClientOptio
 
 const realClient: ClientFactory = (server, options) => new LanguageClient('fettle', 'Fettle', server, options);
 
+/**
+ * Settings of `fettle.server` that change this soon after the extension
+ * started are taken as late-loaded (a remote window), and the server is
+ * restarted with them without asking.
+ */
+const LATE_SETTINGS_MS = 15_000;
+
 export class Fettle {
   client: Client | undefined;
   private readonly status: vscode.StatusBarItem;
@@ -103,6 +111,14 @@ export class Fettle {
   private progressTokens = 0;
   /** Why the server is not running, for the status bar. */
   private failure: string | undefined;
+  /** When the extension was created: settings that change soon after are late, not the user's edit. */
+  private readonly createdAt = Date.now();
+  /** The conversation of Fettle: Chat (the "Fettle Chat" output). */
+  private readonly chatChannel: vscode.OutputChannel;
+  private chatTurns = 0;
+  /** The running chat's task, once its first event names it. */
+  private chatRunning: { task?: string } | undefined;
+  private chatStreaming = false;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -111,6 +127,8 @@ export class Fettle {
     private readonly keys: string[],
     private readonly createClient: ClientFactory = realClient,
   ) {
+    this.chatChannel = vscode.window.createOutputChannel('Fettle Chat');
+    context.subscriptions.push(this.chatChannel);
     this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
     this.status.command = 'fettle.vscode.toggleGhostText';
     context.subscriptions.push(this.status, this.beforeChanged);
@@ -171,7 +189,9 @@ export class Fettle {
       return;
     }
     this.failure = undefined;
-    this.output.appendLine(`Starting ${found.path} (from ${found.source})`);
+    this.output.appendLine(
+      `Starting ${found.path} (from ${found.source}; fettle.server.path: ${this.config().get<string>('server.path') || 'unset'})`,
+    );
     const serverOptions: ServerOptions = {
       command: found.path,
       args: this.config().get<string[]>('server.args') ?? [],
@@ -282,7 +302,15 @@ export class Fettle {
   }
 
   onConfigurationChanged(event: vscode.ConfigurationChangeEvent): void {
-    if (event.affectsConfiguration('fettle.server')) {
+    if (event.affectsConfiguration('fettle.server') && Date.now() - this.createdAt < LATE_SETTINGS_MS) {
+      // A remote window (code-server, SSH) may load the settings after the
+      // extension started the server with what it found then (fettle from
+      // PATH): start it again with them, rather than ask or go on silently.
+      this.output.appendLine(
+        `fettle.server settings arrived after the server started (fettle.server.path: ${this.config().get<string>('server.path') || 'unset'}); restarting with them`,
+      );
+      void this.restart();
+    } else if (event.affectsConfiguration('fettle.server')) {
       void vscode.window
         .showInformationMessage('Fettle: restart the server to use the new server settings?', 'Restart')
         .then((pick) => pick && this.restart());
@@ -351,6 +379,35 @@ export class Fettle {
   private logEvent(event: TaskEvent): void {
     const text = event.text.length > 2000 ? `${event.text.slice(0, 2000)}…` : event.text;
     this.tasks.appendLine(`[${event.taskId}] ${event.kind}: ${text}`);
+    this.chatEvent(event);
+  }
+
+  /** The running chat's events in the conversation: text as it streams, the rest a line each. */
+  private chatEvent(event: TaskEvent): void {
+    const running = this.chatRunning;
+    if (!running) {
+      return;
+    }
+    if (running.task === undefined) {
+      // The agent's first event names the task.
+      if (event.kind !== 'status' || !event.text.startsWith('Started:')) {
+        return;
+      }
+      running.task = event.taskId;
+    }
+    if (event.taskId !== running.task) {
+      return;
+    }
+    if (event.kind === 'text') {
+      this.chatChannel.append(event.text);
+      this.chatStreaming = true;
+      return;
+    }
+    if (this.chatStreaming) {
+      this.chatChannel.appendLine('');
+      this.chatStreaming = false;
+    }
+    this.chatChannel.appendLine(`  · ${event.text.split('\n')[0]}`);
   }
 
   /** Runs a server command with a notification showing its progress, and Cancel. */
@@ -441,8 +498,11 @@ export class Fettle {
     }
   }
 
-  async runTask(title: string, command: string, args: unknown[]): Promise<void> {
+  async runTask(title: string, command: string, args: unknown[], chat = false): Promise<void> {
     const result = await this.execute<TaskResult>(title, command, args);
+    if (chat) {
+      this.chatEnded(result);
+    }
     if (!result) {
       return;
     }
@@ -459,13 +519,49 @@ export class Fettle {
   }
 
   async chat(): Promise<void> {
-    const message = await vscode.window.showInputBox({ prompt: 'Fettle: what should change?', placeHolder: 'e.g. make the tests pass' });
-    if (!message) {
+    const typed = await vscode.window.showInputBox(
+      this.chatTurns > 0
+        ? { prompt: 'Fettle: follow-up (it continues the conversation; start with /new for a new one)', placeHolder: 'e.g. now also handle the empty list' }
+        : { prompt: 'Fettle: what should change?', placeHolder: 'e.g. make the tests pass' },
+    );
+    if (!typed) {
       return;
     }
+    const { message, fresh } = chatMessage(typed);
+    if (message.trim() === '') {
+      return;
+    }
+    const continued = !fresh && this.chatTurns > 0;
+    if (!continued && this.chatTurns > 0) {
+      this.chatChannel.appendLine('\n--- new conversation ---');
+    }
+    this.chatChannel.appendLine(`\nYou: ${message}\n\nFettle:`);
+    this.chatChannel.show(true);
+    this.chatRunning = {};
+    this.chatStreaming = false;
     const editor = vscode.window.activeTextEditor;
     const range = editor ? toRange(editor.selection) : undefined;
-    await this.runTask('Fettle: working', 'fettle.chat', chatArguments(message, editor?.document.uri.toString(), range));
+    await this.runTask(
+      'Fettle: working',
+      'fettle.chat',
+      chatArguments(message, editor?.document.uri.toString(), range, continued),
+      true,
+    );
+  }
+
+  /** A chat's end in the conversation: its summary. */
+  private chatEnded(result: TaskResult | undefined): void {
+    this.chatRunning = undefined;
+    if (this.chatStreaming) {
+      this.chatChannel.appendLine('');
+      this.chatStreaming = false;
+    }
+    if (!result) {
+      this.chatChannel.appendLine('\n[no answer: see the Fettle output]');
+      return;
+    }
+    this.chatTurns = result.conversation?.turns ?? this.chatTurns + 1;
+    this.chatChannel.appendLine(`\n[${result.status}]\n${result.summary}`);
   }
 
   async fixFile(): Promise<void> {
@@ -474,14 +570,20 @@ export class Fettle {
   }
 
   async undo(): Promise<void> {
-    const result = await this.execute<{ restored?: string[]; skipped?: { uri: string; reason: string }[] }>(
+    const result = await this.execute<{ restored?: string[]; unchanged?: string[]; skipped?: { uri: string; reason: string }[] }>(
       'Fettle: undoing the last task',
       'fettle.undo',
       taskArguments(this.lastTask?.taskId),
     );
     if (result) {
       const skipped = result.skipped?.length ? `; ${result.skipped.length} skipped (see the message)` : '';
-      void vscode.window.showInformationMessage(`Fettle: restored ${result.restored?.length ?? 0} file(s)${skipped}`);
+      const restored = result.restored?.length ?? 0;
+      const unchanged = result.unchanged?.length ?? 0;
+      const what =
+        restored === 0 && unchanged > 0
+          ? 'nothing to restore (already as before the task)'
+          : `restored ${restored} file(s)`;
+      void vscode.window.showInformationMessage(`Fettle: ${what}${skipped}`);
     }
   }
 

@@ -27,6 +27,7 @@ interface Sent {
 /** What the fake client was given besides messages. */
 const registered = {
   requestHandlers: new Map<string, (params: unknown) => unknown>(),
+  notificationHandlers: new Map<string, (params: unknown) => void>(),
   features: [] as unknown[],
   stops: 0,
 };
@@ -53,7 +54,10 @@ function fakeClient(answers: Record<string, (params: unknown) => unknown>, sent:
     sendNotification: async (type: string | { method: string }, params: unknown) => {
       sent.push({ method: typeof type === 'string' ? type : type.method, params });
     },
-    onNotification: () => ({ dispose: () => undefined }),
+    onNotification: (type: string | { method: string }, handler: (params: unknown) => void) => {
+      registered.notificationHandlers.set(typeof type === 'string' ? type : type.method, handler);
+      return { dispose: () => undefined };
+    },
     onProgress: () => ({ dispose: () => undefined }),
     onDidChangeState: () => ({ dispose: () => undefined }),
   };
@@ -92,6 +96,7 @@ async function started(
 beforeEach(() => {
   vscode.calls.length = 0;
   registered.requestHandlers.clear();
+  registered.notificationHandlers.clear();
   registered.features.length = 0;
   registered.stops = 0;
   vscode.documents.length = 0;
@@ -133,6 +138,57 @@ test('Chat… sends fettle.chat with the file and selection, with progress and a
   assert.ok(vscode.calls.some((c) => c.api === 'withProgress' && (c.args[0] as { cancellable: boolean }).cancellable));
   const shown = vscode.calls.find((c) => c.api === 'showInformationMessage');
   assert.deepEqual(shown?.args, ['Fettle: success — Done. (1 file changed)', 'Show Diff', 'Undo', 'Task Log']);
+});
+
+test('Chat… keeps a conversation in Fettle Chat: text streams in, a follow-up continues, /new starts afresh', async () => {
+  const sent: Sent[] = [];
+  let n = 0;
+  const fettle = await started(
+    {
+      'fettle.chat': () => {
+        n += 1;
+        const event = registered.notificationHandlers.get('fettle/taskEvent');
+        assert.ok(event);
+        event({ taskId: 'other', kind: 'text', text: 'not this chat' });
+        event({ taskId: `t${n}`, kind: 'status', text: 'Started: the request' });
+        event({ taskId: `t${n}`, kind: 'text', text: 'Fix' });
+        event({ taskId: `t${n}`, kind: 'text', text: 'ed.' });
+        event({ taskId: `t${n}`, kind: 'tool_call', text: 'edit shop.py\nits arguments' });
+        return { taskId: `t${n}`, status: 'success', summary: 'Done.', changedFiles: [], diff: '', conversation: { turns: n === 3 ? 1 : n } };
+      },
+    },
+    sent,
+  );
+  vscode.answers.inputBox.push('make the tests pass', 'now the empty list', '/new something else');
+  await fettle.chat();
+  await fettle.chat();
+  await fettle.chat();
+  const chats = sent
+    .filter((s) => (s.params as { command?: string }).command === 'fettle.chat')
+    .map((s) => (s.params as { arguments: { message: string; continue?: boolean }[] }).arguments[0]);
+  assert.deepEqual(
+    chats.map((a) => [a.message, a.continue]),
+    [['make the tests pass', undefined], ['now the empty list', true], ['something else', undefined]],
+  );
+  const prompts = vscode.calls
+    .filter((c) => c.api === 'showInputBox')
+    .map((c) => (c.args[0] as { prompt: string }).prompt);
+  assert.ok(prompts[1].includes('follow-up') && prompts[1].includes('/new'), prompts[1]);
+  const shown = vscode.calls
+    .filter((c) => c.api.endsWith(':Fettle Chat'))
+    .map((c) => (c.api.startsWith('output.append:') ? `+${String(c.args[0])}` : String(c.args[0])));
+  const second = shown.indexOf('\nYou: now the empty list\n\nFettle:');
+  assert.ok(second > 0, JSON.stringify(shown));
+  assert.deepEqual(shown.slice(second + 1, second + 7), [
+    '  · Started: the request',
+    '+Fix',
+    '+ed.',
+    '',
+    '  · edit shop.py',
+    '\n[success]\nDone.',
+  ]);
+  assert.ok(shown.includes('\n--- new conversation ---'), JSON.stringify(shown));
+  assert.ok(!shown.some((l) => l.includes('not this chat')), JSON.stringify(shown));
 });
 
 test('Rewrite Selection… offers the server presets, then sends fettle.rewrite', async () => {
@@ -177,6 +233,17 @@ test('Fix, Undo and Cancel send their commands; an empty chat sends nothing', as
     ['fettle.undo', [{ taskId: 't2' }]],
     ['fettle.cancel', [{}]],
   ]);
+});
+
+test('Undo of a task already undone says nothing is restored, not "restored 0 file(s)"', async () => {
+  const sent: Sent[] = [];
+  const fettle = await started(
+    { 'fettle.undo': () => ({ restored: [], unchanged: ['file:///ws/shop.py'], skipped: [] }) },
+    sent,
+  );
+  await fettle.undo();
+  const shown = vscode.calls.find((c) => c.api === 'showInformationMessage');
+  assert.deepEqual(shown?.args, ['Fettle: nothing to restore (already as before the task)']);
 });
 
 test('the status bar shows the model and toggles ghost text in user settings', async () => {
@@ -311,6 +378,25 @@ test('Show Diff opens VS Code\'s diff editor: the file before the task against t
   };
   assert.equal(provider.provideTextDocumentContent(before), 'def total(items):\n    return 0\n');
   vscode.workspace.workspaceFolders = undefined;
+});
+
+test('fettle.server settings that arrive just after the start restart the server with them, unasked', async () => {
+  const sent: Sent[] = [];
+  const fettle = await started({}, sent);
+  const starts = () => sent.filter((s) => s.method === '(start)');
+  assert.equal(starts().length, 1);
+  // A remote window's settings, loaded after activation.
+  vscode.settings['server.path'] = process.execPath;
+  vscode.settings['server.args'] = ['--late'];
+  fettle.onConfigurationChanged({ affectsConfiguration: (section: string) => section.startsWith('fettle') } as never);
+  for (let i = 0; i < 50 && starts().length < 2; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.equal(starts().length, 2);
+  const server = (starts()[1].params as { server: { args: string[] } }).server;
+  assert.deepEqual(server.args, ['--late']);
+  assert.ok(!vscode.calls.some((c) => c.api === 'showInformationMessage'), 'not asked');
+  await fettle.stop();
 });
 
 test('a settings change is sent to the running server; Restart stops and starts it again', async () => {

@@ -58,6 +58,7 @@ const window = {
   createOutputChannel: (name) => ({
     name,
     appendLine(line) { calls.push({ api: `output:${name}`, args: [line] }); },
+    append(text) { calls.push({ api: `output.append:${name}`, args: [text] }); },
     error(line) { calls.push({ api: `output.error:${name}`, args: [line] }); },
     warn(line) { calls.push({ api: `output.warn:${name}`, args: [line] }); },
     show() {},

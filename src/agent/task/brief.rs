@@ -104,6 +104,16 @@ impl Task {
             message.push_str(&self.boundary.data("history", "git bisect", note));
             message.push('\n');
         }
+        if let Some(history) = &self.spec.history {
+            // Earlier summaries quote the model and the workspace: data.
+            message.push('\n');
+            message.push_str(
+                &self
+                    .boundary
+                    .data("conversation", "earlier requests", history),
+            );
+            message.push('\n');
+        }
         message.push_str(&self.stack_functions(baseline));
         message.push_str(&self.suspects_for_model());
         if local {

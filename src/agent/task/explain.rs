@@ -116,7 +116,7 @@ pub fn summary(cx: &Context<'_>) -> String {
     let could_not_run = cx
         .tests_could_not_run
         .as_deref()
-        .map(|why| format!("the tests could not run (`{why}`); "))
+        .map(|why| format!("the test command failed without test results (`{why}`); "))
         .unwrap_or_default();
     let mut out = format!(
         "Stopped without reaching the goal ({}): {could_not_run}{}.\n",

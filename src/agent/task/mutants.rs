@@ -33,7 +33,7 @@ use crate::agent::types::EventKind;
 use crate::syntax::Language;
 
 /// The most mechanical changes one search tests.
-const MAX_MUTANTS: usize = 300;
+const MAX_MUTANTS: usize = 600;
 /// The suspects whose functions are changed.
 const MAX_SUSPECTS: usize = 3;
 /// The share of the task's time all searches may take together.

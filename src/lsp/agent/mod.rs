@@ -50,6 +50,10 @@ struct ChatArgs {
     message: String,
     uri: Option<Url>,
     range: Option<Range>,
+    /// Continue the workspace's conversation: the earlier requests, their
+    /// results and changes are told to the model (`agent::conversation`).
+    #[serde(default, rename = "continue")]
+    continue_conversation: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -65,8 +69,7 @@ struct UriArgs {
 }
 
 /// The argument shapes, in the words an error shows the user.
-const CHAT_SHAPE: &str =
-    r#"[{"message": "…", "uri": "file:///…", "range": {…}}] (uri and range optional)"#;
+const CHAT_SHAPE: &str = r#"[{"message": "…", "uri": "file:///…", "range": {…}, "continue": true}] (uri, range and continue optional)"#;
 const URI_SHAPE: &str = r#"[{"uri": "file:///…"}] or no argument"#;
 const TASK_ID_SHAPE: &str = r#"[{"taskId": "…"}] or no argument"#;
 const UNDO_SHAPE: &str = r#"[{"taskId": "…", "force": true}] or no argument"#;
@@ -106,7 +109,17 @@ pub async fn chat(
         )));
     }
     let focus_lines = args.range.map(|r| (r.start.line + 1, r.end.line + 1));
-    run(state, args.message, args.uri, focus_lines, None, token).await
+    let conversation = Some(args.continue_conversation);
+    run(
+        state,
+        args.message,
+        args.uri,
+        focus_lines,
+        None,
+        conversation,
+        token,
+    )
+    .await
 }
 
 pub async fn fix_diagnostics(
@@ -133,7 +146,7 @@ pub async fn fix_diagnostics(
             CheckGoal::Clean,
         ),
     };
-    run(state, goal, args.uri, None, Some(check_goal), token).await
+    run(state, goal, args.uri, None, Some(check_goal), None, token).await
 }
 
 pub fn cancel(state: &Arc<State>, args: &[Value]) -> Result<Option<Value>> {
@@ -161,8 +174,11 @@ async fn run(
     uri: Option<Url>,
     lines: Option<(u32, u32)>,
     check_goal: Option<CheckGoal>,
+    // A chat: `Some(continued)`; other tasks are no part of a conversation.
+    conversation: Option<bool>,
     token: Option<ProgressToken>,
 ) -> Result<Option<Value>> {
+    let request = goal.clone();
     let id = format!(
         "t{}-{}",
         std::process::id(),
@@ -242,6 +258,10 @@ async fn run(
         Err(err) => return Ok(Some(failed(state, &id, &err).await)),
     };
     spec.focus = focus_path.map(|path| Focus { path, lines });
+    if conversation == Some(true) {
+        let earlier = crate::runtime::blocking(|| crate::agent::conversation::load(&root));
+        spec.history = earlier.for_prompt();
+    }
     let progress = Progress::begin_cancellable(state, "Fettle agent", token).await;
     *state.agent.progress.lock() = progress.token().cloned();
     let (lsp_host, forwarder) = host::LspHost::new(state.clone(), progress);
@@ -308,7 +328,21 @@ async fn run(
             )
             .await;
     }
-    Ok(Some(to_json(&result)))
+    let mut json = to_json(&result);
+    if let Some(continued) = conversation {
+        let turn = crate::agent::conversation::Turn {
+            task_id: result.task_id.clone(),
+            request,
+            status: result.status.as_str().to_owned(),
+            summary: result.summary.clone(),
+            diff: result.diff.clone(),
+        };
+        match crate::agent::conversation::record(&root, continued, turn) {
+            Ok(turns) => json["conversation"] = serde_json::json!({ "turns": turns }),
+            Err(err) => tracing::warn!("the conversation could not be kept: {err}"),
+        }
+    }
+    Ok(Some(json))
 }
 
 struct ClearRunning(Arc<State>);

@@ -404,6 +404,64 @@ fn unsaved_buffer_left_alone_is_not_written_and_the_model_is_told() {
     }
 }
 
+/// `fettle.chat` with `"continue": true`: the follow-up's model is told the
+/// earlier request, how it ended and what it changed, and the result counts
+/// the conversation's turns; without it a chat starts a new conversation.
+#[test]
+fn a_chat_follow_up_continues_the_conversation() {
+    let ws = workspace();
+    let cache = tempfile::tempdir().unwrap();
+    let script = r#"{"responses": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "calc.py"}}]},
+        {"tool_calls": [{"name": "edit", "arguments": {"path": "calc.py", "search": "    return a - b\n", "replace": "    return a + b\n"}}]},
+        {"text": "Fixed `add`."},
+        {"text": "It adds its two arguments.", "repeat": true}
+    ]}"#;
+    let mock = Mock::start(script);
+    let mut lsp = start(&ws, cache.path(), mock.options(json!({})));
+    let id = chat(&mut lsp, "make check.py pass", json!({}));
+    let first = response_within(&mut lsp, &id, 60);
+    assert_eq!(first["result"]["status"], "success", "{first:#}");
+    assert_eq!(first["result"]["conversation"]["turns"], 1, "{first:#}");
+    let id = chat(
+        &mut lsp,
+        "now say what add does",
+        json!({ "continue": true }),
+    );
+    let second = response_within(&mut lsp, &id, 60);
+    assert_eq!(second["result"]["conversation"]["turns"], 2, "{second:#}");
+    let bodies: Vec<String> = mock
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    let told = bodies
+        .iter()
+        .find(|b| b.contains("now say what add does"))
+        .expect("the follow-up's request");
+    assert!(
+        told.contains("The user asked: make check.py pass")
+            && told.contains("The task ended: success")
+            && told.contains("+    return a + b"),
+        "{told}"
+    );
+    let id = chat(&mut lsp, "something new", json!({}));
+    let third = response_within(&mut lsp, &id, 60);
+    assert_eq!(third["result"]["conversation"]["turns"], 1, "{third:#}");
+    let bodies: Vec<String> = mock
+        .server
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    let fresh = bodies.iter().find(|b| b.contains("something new")).unwrap();
+    assert!(
+        !fresh.contains("This request follows earlier ones"),
+        "{fresh}"
+    );
+}
+
 /// A model that keeps editing the one file the user left alone: the task
 /// stops after two such attempts (not all eight), and says why and what to
 /// do, instead of spending its whole budget on refused edits.

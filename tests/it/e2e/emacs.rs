@@ -44,6 +44,12 @@ fn script() -> fettle::mock::Script {
             "path": "models.py", "search": "        return self.amount - 1\n",
             "replace": "        return self.amount\n" } }] })),
         agent(json!({ "text": "Fixed `total`." })),
+        // The follow-up (fettle-3): its request quotes the first one.
+        agent(json!({ "tool_calls": [{ "name": "read_file", "arguments": { "path": "models.py" } }] })),
+        agent(json!({ "tool_calls": [{ "name": "edit", "arguments": {
+            "path": "models.py", "search": "        return self.amount - 1\n",
+            "replace": "        return self.amount\n" } }] })),
+        agent(json!({ "text": "Fixed it again." })),
         { "text": "", "repeat": true },
     ]);
     fettle::mock::Script::from_json(&json!({ "responses": responses }).to_string()).unwrap()

@@ -39,10 +39,13 @@ fn fettle_log_or_log_level_still_turn_info_on() {
 
     let lsp = Lsp::spawn_removing(&[], &[], &["FETTLE_LOG"]);
     let stderr = session(lsp, Some(json!({ "log": { "level": "info" } })));
-    assert!(
+    // Once: `initialized` applies the same settings again, which is not news.
+    assert_eq!(
         info_lines(&stderr)
             .iter()
-            .any(|l| l.contains("configuration applied")),
+            .filter(|l| l.contains("configuration applied"))
+            .count(),
+        1,
         "{stderr}"
     );
 }

@@ -625,7 +625,10 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
         r#"{"responses": [
             {"tool_calls": [{"name": "read_file", "arguments": {"path": "models.py"}}]},
             {"tool_calls": [{"name": "edit", "arguments": {"path": "models.py", "search": "        return self.amount - 1\n", "replace": "        return self.amount\n"}}]},
-            {"text": "Fixed `total`."}
+            {"text": "Fixed `total`."},
+            {"tool_calls": [{"name": "read_file", "arguments": {"path": "models.py"}}]},
+            {"tool_calls": [{"name": "edit", "arguments": {"path": "models.py", "search": "        return self.amount - 1\n", "replace": "        return self.amount\n"}}]},
+            {"text": "Fixed it again."}
         ]}"#,
     )
     .unwrap();
@@ -638,6 +641,7 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
     let env = [
         ("FETTLE_INIT", init.as_str()),
         ("FETTLE_MESSAGE", "make check.py pass"),
+        ("FETTLE_FOLLOW_UP", "do it again and keep it"),
     ];
     let Some((value, log)) = run_plugin_fixture("chat_log.lua", &ws, "models.py", &env) else {
         return;
@@ -661,10 +665,12 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
         in_diff("-        return self.amount - 1") && in_diff("+        return self.amount"),
         "{diff:#?}"
     );
-    // The file, the log and the diff.
-    assert_eq!(value["windows"], 3, "{value:#}");
-    // `:Fettle undo`, run from the log window, restored the file in the buffer.
-    assert_eq!(value["lines"], lines(MODELS), "{value:#}");
+    // The file, the conversation, the log and the diff.
+    assert_eq!(value["windows"], 4, "{value:#}");
+    // `:Fettle undo`, run from the log window, restored the file in the buffer;
+    // the follow-up made the fix again, and kept it.
+    assert_eq!(value["undone"], lines(MODELS), "{value:#}");
+    assert_eq!(value["lines"], lines(&fixed), "{value:#}");
     // Once: the server's message, not the plugin's too (two stop Neovim
     // at a "Press ENTER" prompt).
     let restored: Vec<&str> = value["messages"]
@@ -717,6 +723,46 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
             && stats.iter().all(|l| l.contains(": ") && !l.contains('{')),
         "{stats:#?}"
     );
+    // The follow-up continued the conversation: the model was told the
+    // first request, how it ended and what it changed.
+    assert_eq!(value["follow_up"]["status"], "success", "{value:#}");
+    assert_eq!(value["follow_up"]["conversation"]["turns"], 2, "{value:#}");
+    let requests = mock.server.requests();
+    let told = requests
+        .iter()
+        .map(|r| r.body.to_string())
+        .find(|b| b.contains("do it again and keep it"))
+        .expect("the follow-up's request");
+    assert!(
+        told.contains("The user asked: make check.py pass")
+            && told.contains("The task ended: success")
+            && told.contains("+        return self.amount"),
+        "{told}"
+    );
+    // `fettle://chat`: both messages, the model's text as it streamed, the
+    // tool calls as they happened, each turn's end.
+    let chat: Vec<&str> = value["chat"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let at = |needle: &str| chat.iter().position(|l| l.contains(needle));
+    let (Some(first), Some(second)) = (
+        at("You: make check.py pass"),
+        at("You: do it again and keep it"),
+    ) else {
+        panic!("{chat:#?}");
+    };
+    assert!(first < second, "{chat:#?}");
+    assert!(
+        at("· ").is_some()
+            && chat.iter().filter(|l| **l == "[success]").count() == 2
+            && at("Fixed `total`.").is_some()
+            && at("Fixed it again.").is_some(),
+        "{chat:#?}"
+    );
+    assert_eq!(value["chat_windows"], 1, "{value:#}");
     let shown = value["log"].as_array().unwrap();
     let has = |needle: &str| shown.iter().any(|l| l.as_str().unwrap().contains(needle));
     assert!(

@@ -26,13 +26,17 @@ local function workspace_client()
   return client
 end
 
-local function execute(client, bufnr, command, argument, on_result)
+local function execute(client, bufnr, command, argument, on_result, on_error)
   client:request('workspace/executeCommand', {
     command = command,
     arguments = { argument },
   }, function(err, result)
     if err then
-      vim.notify('Fettle: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+      local text = err.message or vim.inspect(err)
+      vim.notify('Fettle: ' .. text, vim.log.levels.ERROR)
+      if on_error then
+        on_error(text)
+      end
       return
     end
     if on_result then
@@ -131,8 +135,10 @@ function M.diff()
 end
 
 --- Runs the repair loop with `message` as the goal; the lines
---- `line1`..`line2` are its context when the command had a range.
-function M.chat(message, line1, line2, has_range)
+--- `line1`..`line2` are its context when the command had a range. It
+--- continues the conversation of the chats before (in `fettle://chat`),
+--- unless `new` (`:Fettle chat!`).
+function M.chat(message, line1, line2, has_range, new)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = client_for(bufnr)
   if not client then
@@ -142,15 +148,23 @@ function M.chat(message, line1, line2, has_range)
     vim.notify('Fettle: say what to do, e.g. :Fettle chat make the tests pass', vim.log.levels.WARN)
     return
   end
-  local argument = { message = message, uri = vim.uri_from_bufnr(bufnr) }
+  local chat = require('fettle.chat')
+  local continued = not new and chat.turns > 0
+  local argument = { message = message, uri = vim.uri_from_bufnr(bufnr), continue = continued }
   if has_range then
     argument.range = {
       start = { line = line1 - 1, character = 0 },
       ['end'] = { line = line2, character = 0 },
     }
   end
-  vim.notify('Fettle: working on it (:Fettle log shows what it does)', vim.log.levels.INFO)
-  execute(client, bufnr, 'fettle.chat', argument, M.task_ended)
+  chat.begin(message, continued)
+  vim.notify('Fettle: working on it (fettle://chat shows what it does)', vim.log.levels.INFO)
+  execute(client, bufnr, 'fettle.chat', argument, function(result)
+    chat.finish(result)
+    M.task_ended(result)
+  end, function(text)
+    chat.finish({ status = 'error', summary = text })
+  end)
 end
 
 --- Runs the repair loop on the current buffer's diagnostics.
@@ -242,7 +256,7 @@ function M.dispatch(opts)
   if sub == 'rewrite' then
     M.rewrite(opts.line1, opts.line2, rest)
   elseif sub == 'chat' then
-    M.chat(rest, opts.line1, opts.line2, opts.range > 0)
+    M.chat(rest, opts.line1, opts.line2, opts.range > 0, bang)
   elseif sub == 'log' then
     require('fettle.log').open()
   elseif sub == 'fix' then

@@ -95,6 +95,7 @@ M.handlers = {
   ['fettle/saveDocuments'] = M.save_documents,
   ['fettle/taskEvent'] = function(err, event)
     require('fettle.log').add(err, event)
+    require('fettle.chat').event(event)
   end,
   ['window/showMessage'] = function(_, params)
     M.show_message(params or {})
