@@ -33,7 +33,9 @@ impl Task {
         // no better would otherwise be shown as the code to fix, and a
         // small model copies it (measured: one rewrite, then the same
         // rewrite three attempts in a row).
-        let undo_equal = self.compact_prompt() && self.edits_in_attempt > 0;
+        // One that passes is kept: it ends the task (when the tests passed
+        // before it too — a goal beyond them — "no better" was every change).
+        let undo_equal = self.compact_prompt() && self.edits_in_attempt > 0 && !v.passed;
         let worse = ordering == std::cmp::Ordering::Greater;
         if ordering == std::cmp::Ordering::Less {
             *best = (v.score, Some(self.files.capture()));
