@@ -293,6 +293,12 @@ impl<'a> LineIndex<'a> {
         self.starts.len()
     }
 
+    /// Byte offset where LSP line `line` (0-based) starts; the text's end
+    /// past the last line.
+    pub fn line_start(&self, line: usize) -> usize {
+        self.starts.get(line).copied().unwrap_or(self.text.len())
+    }
+
     /// `(start, content_end)` of `line < line_count()`.
     fn line_bounds(&self, line: usize) -> (usize, usize) {
         let start = self.starts[line];

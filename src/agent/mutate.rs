@@ -16,6 +16,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tree_sitter::Node;
 
+use crate::position::LineIndex;
 use crate::syntax::Language;
 
 /// One mechanical change: `replacement` in place of `text[start..end]`.
@@ -191,13 +192,16 @@ pub fn mutants(lang: Language, text: &str, lines: (u32, u32), limit: usize) -> V
     let Some(tree) = crate::syntax::parse_str(lang, text, None) else {
         return Vec::new();
     };
-    let first = lines.0.saturating_sub(1) as usize;
-    let last = lines.1.saturating_sub(1) as usize;
+    // Lines as byte offsets (LSP lines, as the suspects' are: `position.rs`).
+    let index = LineIndex::new(text);
+    let lo = index.line_start(lines.0.saturating_sub(1) as usize);
+    let hi = index.line_start(lines.1 as usize);
     let mut gen = Generator {
         text,
         lang,
-        first,
-        last,
+        index: &index,
+        lo,
+        hi,
         out: Vec::new(),
         seen: HashSet::new(),
         per_kind: HashMap::new(),
@@ -211,8 +215,7 @@ pub fn mutants(lang: Language, text: &str, lines: (u32, u32), limit: usize) -> V
     let mut cursor = tree.root_node().walk();
     'walk: loop {
         let node = cursor.node();
-        let (start, end) = (node.start_position().row, node.end_position().row);
-        if end >= first && start <= last {
+        if node.end_byte() > lo && node.start_byte() < hi {
             nodes.push((node, cursor.field_name()));
             if cursor.goto_first_child() {
                 continue;
@@ -243,8 +246,10 @@ pub fn mutants(lang: Language, text: &str, lines: (u32, u32), limit: usize) -> V
 struct Generator<'t> {
     text: &'t str,
     lang: Language,
-    first: usize,
-    last: usize,
+    index: &'t LineIndex<'t>,
+    /// The bytes of the lines to change.
+    lo: usize,
+    hi: usize,
     out: Vec<Mutant>,
     seen: HashSet<(usize, usize, String)>,
     per_kind: HashMap<Kind, usize>,
@@ -260,8 +265,7 @@ const MAX_NAMES: usize = 12;
 
 impl<'t> Generator<'t> {
     fn within(&self, node: Node<'_>) -> bool {
-        let row = node.start_position().row;
-        row >= self.first && node.end_position().row <= self.last
+        node.start_byte() >= self.lo && node.end_byte() <= self.hi
     }
 
     fn text_of(&self, node: Node<'_>) -> &'t str {
@@ -269,21 +273,13 @@ impl<'t> Generator<'t> {
     }
 
     fn push(&mut self, node: Node<'_>, replacement: String, what: String, kind: Kind) {
-        self.push_range(
-            node.start_byte(),
-            node.end_byte(),
-            node,
-            replacement,
-            what,
-            kind,
-        );
+        self.push_range(node.start_byte(), node.end_byte(), replacement, what, kind);
     }
 
     fn push_range(
         &mut self,
         start: usize,
         end: usize,
-        node: Node<'_>,
         replacement: String,
         what: String,
         kind: Kind,
@@ -298,7 +294,7 @@ impl<'t> Generator<'t> {
             return;
         }
         *count += 1;
-        let line = u32::try_from(node.start_position().row + 1).unwrap_or(u32::MAX);
+        let line = self.index.point(start).line.saturating_add(1);
         self.out.push(Mutant {
             start,
             end,
@@ -356,7 +352,7 @@ impl<'t> Generator<'t> {
             }
         }
         if is_argument_list(kind) || matches!(kind, "tuple" | "tuple_expression") {
-            self.swap_adjacent(node, code_children(node));
+            self.swap_adjacent(code_children(node));
         }
         if kind == "subscript" {
             // Python's `a[i, j]`: the indices are the node's own children.
@@ -364,7 +360,7 @@ impl<'t> Generator<'t> {
             let indices: Vec<Node<'_>> = node
                 .children_by_field_name("subscript", &mut cursor)
                 .collect();
-            self.swap_adjacent(node, indices);
+            self.swap_adjacent(indices);
         }
         if self.is_index_or_argument(node, field) {
             self.off_by_one(node);
@@ -448,7 +444,7 @@ impl<'t> Generator<'t> {
     }
 
     /// Each pair of neighbours among `items` exchanged (the first four).
-    fn swap_adjacent(&mut self, node: Node<'_>, items: Vec<Node<'_>>) {
+    fn swap_adjacent(&mut self, items: Vec<Node<'_>>) {
         let items: Vec<Node<'_>> = items
             .into_iter()
             .filter(|c| {
@@ -468,14 +464,7 @@ impl<'t> Generator<'t> {
             let (at, bt) = (self.text_of(*a), self.text_of(*b));
             let replacement = format!("{bt}{between}{at}");
             let what = format!("`{at}{between}{bt}` → `{replacement}`");
-            self.push_range(
-                a.start_byte(),
-                b.end_byte(),
-                node,
-                replacement,
-                what,
-                Kind::Swap,
-            );
+            self.push_range(a.start_byte(), b.end_byte(), replacement, what, Kind::Swap);
         }
     }
 
