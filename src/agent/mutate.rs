@@ -528,14 +528,7 @@ impl<'t> Generator<'t> {
 
     fn attribute(&mut self, attribute: Node<'_>) {
         let current = self.text_of(attribute);
-        let others: Vec<String> = self
-            .attributes
-            .iter()
-            .filter(|a| a.as_str() != current)
-            .take(MAX_NAMES)
-            .cloned()
-            .collect();
-        for other in others {
+        for other in others_than(&self.attributes, current) {
             let what = format!("`.{current}` → `.{other}`");
             self.push(attribute, other, what, Kind::Attribute);
         }
@@ -543,14 +536,7 @@ impl<'t> Generator<'t> {
 
     fn combine(&mut self, node: Node<'_>) {
         let current = self.text_of(node);
-        let others: Vec<String> = self
-            .names
-            .iter()
-            .filter(|n| n.as_str() != current)
-            .take(MAX_NAMES)
-            .cloned()
-            .collect();
-        for other in others {
+        for other in others_than(&self.names, current) {
             for op in ["-", "+"] {
                 let replacement = format!("{current} {op} {other}");
                 let what = format!("`{current}` → `{replacement}`");
@@ -561,18 +547,20 @@ impl<'t> Generator<'t> {
 
     fn name(&mut self, node: Node<'_>) {
         let current = self.text_of(node);
-        let others: Vec<String> = self
-            .names
-            .iter()
-            .filter(|n| n.as_str() != current)
-            .take(MAX_NAMES)
-            .cloned()
-            .collect();
-        for other in others {
+        for other in others_than(&self.names, current) {
             let what = format!("`{current}` → `{other}`");
             self.push(node, other, what, Kind::Name);
         }
     }
+}
+
+/// The names of `pool` other than `current`, at most [`MAX_NAMES`].
+fn others_than(pool: &BTreeSet<String>, current: &str) -> Vec<String> {
+    pool.iter()
+        .filter(|n| n.as_str() != current)
+        .take(MAX_NAMES)
+        .cloned()
+        .collect()
 }
 
 /// The attribute's name node of `x.name` (not a method being called: a
