@@ -12,6 +12,8 @@
 //! JavaScript/TypeScript, Go, C/C++, Java). Bounded: only the lines given,
 //! at most `limit` mutants, each one replacement of one node's bytes.
 
+mod scope;
+
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tree_sitter::Node;
@@ -208,6 +210,7 @@ pub fn mutants(lang: Language, text: &str, lines: (u32, u32), limit: usize) -> V
         limit,
         names: BTreeSet::new(),
         attributes: BTreeSet::new(),
+        scope_names: HashMap::new(),
     };
     // Each node with the field it fills in its parent (a cursor knows it;
     // asking a node would scan its siblings: quadratic in a long block).
@@ -258,6 +261,8 @@ struct Generator<'t> {
     names: BTreeSet<String>,
     /// Attribute (field, property) names used in the lines.
     attributes: BTreeSet<String>,
+    /// Each function's variables counted, by the function's node id.
+    scope_names: HashMap<usize, HashMap<String, usize>>,
 }
 
 /// The most names one occurrence is replaced by.
@@ -546,6 +551,9 @@ impl<'t> Generator<'t> {
     }
 
     fn name(&mut self, node: Node<'_>) {
+        if scope::leaves_a_name_unused(&mut self.scope_names, self.text, node) {
+            return;
+        }
         let current = self.text_of(node);
         for other in others_than(&self.names, current) {
             let what = format!("`{current}` → `{other}`");

@@ -154,3 +154,43 @@ fn every_mutant_applies_within_the_text() {
     // Byte 12 is inside `é` only in a text where it is; out of range is None.
     assert!(bad.apply("short").is_none());
 }
+
+#[test]
+fn a_change_that_leaves_a_variable_unread_is_not_offered() {
+    // QuixBugs's depth_first_search: `goalnode` for the loop's `nextnode`
+    // passes its tests while answering "reachable" for any node with a
+    // successor.
+    let code = "def dfs(start, goal):\n    seen = set()\n    def search_from(node):\n        if node in seen:\n            return False\n        elif node is goal:\n            return True\n        else:\n            return any(search_from(nextnode) for nextnode in node.successors)\n    return search_from(start)\n";
+    let r = results(Language::Python, code);
+    assert!(
+        !r.iter()
+            .any(|(t, _)| t.contains("search_from(goal) for nextnode")),
+        "{r:?}"
+    );
+    assert!(
+        !r.iter()
+            .any(|(t, _)| t.contains("search_from(node) for nextnode")),
+        "{r:?}"
+    );
+    // A parameter read once stays read.
+    let code = "def scaled(a, b):\n    return float(a) * b\n";
+    let r = results(Language::Python, code);
+    assert!(
+        !has(&r, "def scaled(a, b):\n    return float(b) * b\n"),
+        "{r:?}"
+    );
+    // A name read elsewhere too may still be replaced, and a called name
+    // (not a variable) is no reason to drop a change.
+    let code = "def ratio(a, b):\n    return g(a) / g(b) + a\n";
+    let r = results(Language::Python, code);
+    assert!(
+        has(&r, "def ratio(a, b):\n    return g(b) / g(b) + a\n"),
+        "{r:?}"
+    );
+    // Rust: a loop's binding.
+    let code = "fn sum(xs: &[i32], k: i32) -> i32 {\n    let mut t = 0;\n    for x in xs {\n        t += x * k;\n    }\n    t\n}\n";
+    let r = results(Language::Rust, code);
+    assert!(!r.iter().any(|(t, _)| t.contains("t += k * k")), "{r:?}");
+    assert!(!r.iter().any(|(t, _)| t.contains("t += x * x")), "{r:?}");
+    assert!(r.iter().any(|(t, _)| t.contains("t -= x * k")), "{r:?}");
+}
