@@ -79,9 +79,15 @@ pub fn checkpoint(root: &Path, task: Option<&str>) -> Result<Checkpoint, UndoErr
                     "{why} (or undo an earlier task with --task ID / {{\"taskId\"}})"
                 )));
             }
-            store.latest().map_err(UndoError::Store)?.ok_or_else(|| {
-                UndoError::NotFound(format!("no task to undo in {}", root.display()))
-            })
+            store
+                .latest_that_touched()
+                .map_err(UndoError::Store)?
+                .ok_or_else(|| {
+                    UndoError::NotFound(format!(
+                        "no task to undo in {} (none has changed a file)",
+                        root.display()
+                    ))
+                })
         }
     }
 }
@@ -94,7 +100,8 @@ pub fn relative(root: &Path, path: &Path) -> String {
         .to_string()
 }
 
-/// Undoes `task` (default: the latest) in the workspace at `root`.
+/// Undoes `task` (default: the latest that touched a file) in the
+/// workspace at `root`.
 pub async fn undo(
     root: &Path,
     task: Option<&str>,

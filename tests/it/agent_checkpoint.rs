@@ -295,12 +295,23 @@ fn latest_list_and_errors() {
     first.finish("gave up").unwrap();
     f.store.begin("second", "goal two").unwrap();
     assert_eq!(f.store.latest().unwrap().unwrap().task_id(), "second");
+    // Undo's default: the latest task that touched a file, not one that
+    // only answered.
+    assert!(f.store.latest_that_touched().unwrap().is_none());
+    let mut second = f.store.open("second").unwrap();
+    second.record(&f.root.join("src/lib.rs"), None).unwrap();
+    f.store.begin("third", "a question").unwrap();
+    assert_eq!(f.store.latest().unwrap().unwrap().task_id(), "third");
+    assert_eq!(
+        f.store.latest_that_touched().unwrap().unwrap().task_id(),
+        "second"
+    );
     let list = f.store.list().unwrap();
     let ids: Vec<_> = list.iter().map(|t| t.task_id.as_str()).collect();
-    assert_eq!(ids, ["second", "first"]);
-    assert_eq!(list[1].status.as_deref(), Some("gave up"));
-    assert_eq!(list[1].goal, "goal one");
-    assert!(list[1].ended.is_some() && list[0].ended.is_none());
+    assert_eq!(ids, ["third", "second", "first"]);
+    assert_eq!(list[2].status.as_deref(), Some("gave up"));
+    assert_eq!(list[2].goal, "goal one");
+    assert!(list[2].ended.is_some() && list[1].ended.is_none());
 
     assert!(f.store.begin("second", "again").is_err(), "ids are unique");
     assert!(f.store.open("missing").is_err());
@@ -313,7 +324,7 @@ fn latest_list_and_errors() {
     // A corrupt manifest hides only its own task.
     fs::write(f.store.dir().join("first/manifest.json"), "{").unwrap();
     assert!(f.store.open("first").is_err());
-    assert_eq!(f.store.list().unwrap().len(), 1);
+    assert_eq!(f.store.list().unwrap().len(), 2);
 }
 
 /// One test for everything that reads the environment: tests run in

@@ -506,7 +506,11 @@ export class Fettle {
     if (!result) {
       return;
     }
-    this.lastTask = result;
+    // "Last task" for Show Diff and Undo: the last that changed a file (a
+    // chat follow-up that only answered must not hide the change before).
+    if (result.changedFiles?.length) {
+      this.lastTask = result;
+    }
     const buttons = result.changedFiles?.length ? ['Show Diff', 'Undo', 'Task Log'] : ['Task Log'];
     const pick = await vscode.window.showInformationMessage(taskMessage(result), ...buttons);
     if (pick === 'Show Diff') {

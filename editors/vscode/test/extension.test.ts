@@ -230,7 +230,8 @@ test('Fix, Undo and Cancel send their commands; an empty chat sends nothing', as
     .map((s) => [(s.params as { command: string }).command, (s.params as { arguments: unknown[] }).arguments]);
   assert.deepEqual(commands, [
     ['fettle.fixDiagnostics', [{ uri: 'file:///ws/shop.py' }]],
-    ['fettle.undo', [{ taskId: 't2' }]],
+    // The fix changed nothing: undo is the server's latest task that did.
+    ['fettle.undo', [{}]],
     ['fettle.cancel', [{}]],
   ]);
 });
@@ -377,6 +378,36 @@ test('Show Diff opens VS Code\'s diff editor: the file before the task against t
     provideTextDocumentContent(uri: unknown): string;
   };
   assert.equal(provider.provideTextDocumentContent(before), 'def total(items):\n    return 0\n');
+  vscode.workspace.workspaceFolders = undefined;
+});
+
+test('a follow-up that changed nothing leaves Show Diff and Undo on the change before it', async () => {
+  const sent: Sent[] = [];
+  const diff = 'diff --git a/shop.py b/shop.py\n--- a/shop.py\n+++ b/shop.py\n@@ -1,2 +1,2 @@\n def total(items):\n-    return 0\n+    return sum(items)\n';
+  let n = 0;
+  const fettle = await started(
+    {
+      'fettle.chat': () => {
+        n += 1;
+        return n === 1
+          ? { taskId: 't5', status: 'success', summary: 'Summed.', changedFiles: ['file:///ws/shop.py'], diff, conversation: { turns: 1 } }
+          : { taskId: 't6', status: 'success', summary: 'It sums them.', changedFiles: [], diff: '', conversation: { turns: 2 } };
+      },
+      'fettle.undo': () => ({ restored: ['file:///ws/shop.py'], skipped: [] }),
+    },
+    sent,
+  );
+  vscode.workspace.workspaceFolders = [{ uri: vscode.Uri.file('/ws') }];
+  vscode.files['/ws/shop.py'] = 'def total(items):\n    return sum(items)\n';
+  vscode.answers.inputBox.push('sum them', 'what did you change?');
+  await fettle.chat();
+  await fettle.chat();
+  await fettle.showDiff();
+  const shown = vscode.calls.find((c) => c.api === 'executeCommand' && c.args[0] === 'vscode.diff');
+  assert.equal(shown?.args[3], 'shop.py (Fettle task t5)', JSON.stringify(vscode.calls.map((c) => c.api)));
+  await fettle.undo();
+  const undo = sent.find((s) => (s.params as { command?: string }).command === 'fettle.undo');
+  assert.deepEqual((undo?.params as { arguments: unknown[] }).arguments, [{ taskId: 't5' }]);
   vscode.workspace.workspaceFolders = undefined;
 });
 

@@ -126,7 +126,17 @@ impl CheckpointStore {
             .max_by_key(|c| c.manifest.started_at_ns))
     }
 
-    /// All tasks, most recent first.
+    /// The most recently begun task that touched a file: what "undo the
+    /// last task" means when the last one only answered (a chat's
+    /// question) or changed nothing.
+    pub fn latest_that_touched(&self) -> io::Result<Option<Checkpoint>> {
+        Ok(self
+            .all()?
+            .into_iter()
+            .filter(|c| !c.manifest.files.is_empty())
+            .max_by_key(|c| c.manifest.started_at_ns))
+    }
+
     /// Deletes the checkpoints of finished tasks beyond the `keep` most
     /// recent (tasks still running, or cut off by a crash, are kept: they
     /// may need their undo). Returns how many were removed.
