@@ -2,8 +2,9 @@
 # Runs every test Fettle has, as CI does (`.ci/run` calls this): installs
 # what the tests need (CMake and libclang for the build, Neovim and Emacs
 # as real LSP clients, pytest, node, the checkers, the embedded model), then
-# `cargo test`, rustfmt, clippy and the VS Code extension's checks. Any
-# failure fails the run (set -e), loudly.
+# `cargo test`, rustfmt, clippy and the VS Code extension's checks — the
+# last in a real VS Code (code-server in Chromium). Any failure fails the
+# run (set -e), loudly.
 set -euo pipefail
 cd "$(dirname "$0")"
 # shellcheck source=scripts/prerequisites.sh
@@ -125,5 +126,14 @@ if missing or extra:
 print(f"fettle.vsix: {len(names)} files, as expected")
 PY
 )
+
+say "the extension in a real VS Code: code-server $(sed -n 's/^code_server_version=//p' editors/vscode/test/real-vscode/setup.sh) (npm, on Node 24) in Debian's Chromium, driven by Playwright"
+# shellcheck source=editors/vscode/test/real-vscode/setup.sh
+. editors/vscode/test/real-vscode/setup.sh
+# Screenshots and page text of a failed step stay in $cache/real-vscode.
+rm -rf "$cache/real-vscode"
+PATH="$node24_bin:$PATH" "$cache/venv/bin/python3" editors/vscode/test/real-vscode/check.py \
+  --code-server "$code_server" --fettle "$CARGO_TARGET_DIR/debug/fettle" \
+  --vsix editors/vscode/fettle.vsix --artifacts "$cache/real-vscode"
 
 say "all tests passed"
