@@ -31,28 +31,19 @@ end
 --- line (streamed text). Windows at the end follow.
 local function append(lines, join)
   local bufnr = buffer()
-  local following = {}
-  for _, win in ipairs(vim.fn.win_findbuf(bufnr)) do
-    if vim.api.nvim_win_get_cursor(win)[1] >= vim.api.nvim_buf_line_count(bufnr) then
-      table.insert(following, win)
+  require('fettle').keep_following(bufnr, function()
+    local count = vim.api.nvim_buf_line_count(bufnr)
+    local empty = count == 1 and vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1] == ''
+    if join and not empty then
+      local last = vim.api.nvim_buf_get_lines(bufnr, count - 1, count, false)[1] or ''
+      lines = vim.list_extend({ last .. lines[1] }, lines, 2)
+      vim.api.nvim_buf_set_lines(bufnr, count - 1, count, false, lines)
+    elseif empty then
+      vim.api.nvim_buf_set_lines(bufnr, 0, 1, false, lines)
+    else
+      vim.api.nvim_buf_set_lines(bufnr, count, count, false, lines)
     end
-  end
-  vim.bo[bufnr].modifiable = true
-  local count = vim.api.nvim_buf_line_count(bufnr)
-  local empty = count == 1 and vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1] == ''
-  if join and not empty then
-    local last = vim.api.nvim_buf_get_lines(bufnr, count - 1, count, false)[1] or ''
-    lines = vim.list_extend({ last .. lines[1] }, lines, 2)
-    vim.api.nvim_buf_set_lines(bufnr, count - 1, count, false, lines)
-  elseif empty then
-    vim.api.nvim_buf_set_lines(bufnr, 0, 1, false, lines)
-  else
-    vim.api.nvim_buf_set_lines(bufnr, count, count, false, lines)
-  end
-  vim.bo[bufnr].modifiable = false
-  for _, win in ipairs(following) do
-    vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(bufnr), 0 })
-  end
+  end)
 end
 
 --- Shows the conversation in a split, unless it is shown; the cursor stays

@@ -273,6 +273,24 @@ function M.focus_split(bufnr)
   end
 end
 
+--- Runs `update` on the scratch buffer `bufnr` (made modifiable for it);
+--- its windows that were at the last line follow to the new last line,
+--- one scrolled back stays where it is.
+function M.keep_following(bufnr, update)
+  local following = {}
+  for _, win in ipairs(vim.fn.win_findbuf(bufnr)) do
+    if vim.api.nvim_win_get_cursor(win)[1] >= vim.api.nvim_buf_line_count(bufnr) then
+      table.insert(following, win)
+    end
+  end
+  vim.bo[bufnr].modifiable = true
+  update()
+  vim.bo[bufnr].modifiable = false
+  for _, win in ipairs(following) do
+    vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(bufnr), 0 })
+  end
+end
+
 --- Configures and enables the server (Neovim 0.11+ `vim.lsp.config` /
 --- `vim.lsp.enable`): `opts.cmd` (default `{ 'fettle' }`), `opts.filetypes`,
 --- `opts.root_markers`, `opts.settings` (sent as `initializationOptions`

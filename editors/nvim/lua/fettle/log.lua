@@ -49,19 +49,9 @@ function M.add(_, event)
   end
   local bufnr = buffer()
   if bufnr then
-    -- Windows at the last line follow the log; one scrolled back stays.
-    local following = {}
-    for _, win in ipairs(vim.fn.win_findbuf(bufnr)) do
-      if vim.api.nvim_win_get_cursor(win)[1] >= vim.api.nvim_buf_line_count(bufnr) then
-        table.insert(following, win)
-      end
-    end
-    vim.bo[bufnr].modifiable = true
-    vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
-    vim.bo[bufnr].modifiable = false
-    for _, win in ipairs(following) do
-      vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(bufnr), 0 })
-    end
+    require('fettle').keep_following(bufnr, function()
+      vim.api.nvim_buf_set_lines(bufnr, 0, -1, false, lines)
+    end)
   end
 end
 
