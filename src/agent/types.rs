@@ -151,6 +151,50 @@ impl TaskSpec {
     pub fn nothing_to_do_when_passing(&self) -> bool {
         self.goal_is_tests() || self.check_goal != CheckGoal::NoNewErrors
     }
+
+    /// True when the goal asks a question rather than for a change ("why
+    /// does test_total fail?", "explain what you changed"): an answer in
+    /// words then ends the task, and code in it is an example, not an edit.
+    /// A request phrased as a question ("can you make total sum them?") is
+    /// a request.
+    pub fn asks_a_question(&self) -> bool {
+        asks_a_question(&self.goal)
+    }
+}
+
+fn asks_a_question(goal: &str) -> bool {
+    let goal = goal.trim().to_lowercase();
+    let words: Vec<&str> = goal
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '_'))
+        .filter(|w| !w.is_empty())
+        .take(4)
+        .collect();
+    let word = |i: usize| words.get(i).copied().unwrap_or_default();
+    // "can you explain …", "please describe …": asked to tell, not to change.
+    if matches!(word(0), "can" | "could" | "would" | "will" | "please") {
+        return words
+            .iter()
+            .any(|w| matches!(*w, "explain" | "describe" | "tell"));
+    }
+    if word(0) == "how" && word(1) == "about" {
+        return false;
+    }
+    let interrogative = matches!(
+        word(0),
+        "why"
+            | "what"
+            | "what's"
+            | "how"
+            | "where"
+            | "which"
+            | "who"
+            | "when"
+            | "explain"
+            | "describe"
+    );
+    let yes_no = matches!(word(0), "is" | "are" | "does" | "do" | "did") && word(1) != "not";
+    interrogative || yes_no || goal.ends_with('?')
 }
 
 #[derive(Clone, Debug)]
@@ -333,4 +377,34 @@ pub struct TaskEvent {
     pub kind: EventKind,
     pub text: String,
     pub data: Value,
+}
+
+#[cfg(test)]
+mod question_tests {
+    use super::asks_a_question;
+
+    #[test]
+    fn questions_and_requests() {
+        for question in [
+            "why does test_total fail?",
+            "Explain what you changed",
+            "what does merge do",
+            "does total handle an empty list?",
+            "can you explain the change?",
+            "the loop in parse: is it right?",
+        ] {
+            assert!(asks_a_question(question), "{question}");
+        }
+        for request in [
+            "make the tests pass",
+            "can you make total() sum the items?",
+            "please fix the off-by-one",
+            "how about a dict instead of the if-chain",
+            "do not change the tests; fix total",
+            "is_even returns the wrong answer for 0",
+            "now also handle the empty list",
+        ] {
+            assert!(!asks_a_question(request), "{request}");
+        }
+    }
 }

@@ -7,6 +7,8 @@ use crate::agent::types::{Budget, TaskStatus};
 #[derive(Debug, Clone)]
 pub enum StopCause {
     Success,
+    /// The goal was a question and the model answered it in words.
+    Answered,
     Iterations,
     ToolCalls,
     Tokens,
@@ -32,7 +34,7 @@ pub enum StopCause {
 impl StopCause {
     pub fn status(&self) -> TaskStatus {
         match self {
-            StopCause::Success => TaskStatus::Success,
+            StopCause::Success | StopCause::Answered => TaskStatus::Success,
             StopCause::Cancelled => TaskStatus::Cancelled,
             StopCause::Model(_) | StopCause::Error(_) => TaskStatus::Failed,
             _ => TaskStatus::GaveUp,
@@ -42,6 +44,7 @@ impl StopCause {
     fn describe(&self, budget: &Budget) -> String {
         match self {
             StopCause::Success => "verification passed".to_owned(),
+            StopCause::Answered => "the question was answered".to_owned(),
             StopCause::Iterations => format!(
                 "the iteration budget ({} attempts, `agent.max_iterations`) is spent",
                 budget.max_iterations
@@ -103,7 +106,7 @@ pub struct Context<'a> {
 }
 
 pub fn summary(cx: &Context<'_>) -> String {
-    if matches!(cx.cause, StopCause::Success) {
+    if matches!(cx.cause, StopCause::Success | StopCause::Answered) {
         let text = cx.model_text.trim();
         return if text.is_empty() {
             "Verification passed.".to_owned()
@@ -224,7 +227,7 @@ fn next_step(cx: &Context<'_>) -> String {
                 "{target}; give the task more room (a larger budget) or a more specific goal, or use a stronger model."
             )
         }
-        StopCause::Success => String::new(),
+        StopCause::Success | StopCause::Answered => String::new(),
     }
 }
 

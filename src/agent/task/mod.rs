@@ -355,7 +355,7 @@ impl Task {
             self.suspects = self.suspects(&baseline);
             self.suspects_event();
         }
-        if self.spec.plan {
+        if self.spec.plan && !self.spec.asks_a_question() {
             let context = self.first_message(&baseline);
             if let Err(cause) = self.make_plan(&context).await {
                 return self.finish(cause, Some(&baseline)).await;
@@ -376,7 +376,13 @@ impl Task {
         self.brief = first.clone();
         first.push_str(&self.plan_for_prompt());
         self.push(Message::user(first));
-        self.copy_area = match candidates::copy_area(self.spec.candidates) {
+        // A question is answered once, in words: no candidates, and no
+        // mechanical changes the user did not ask for.
+        let candidates = match self.spec.asks_a_question() {
+            true => 1,
+            false => self.spec.candidates,
+        };
+        self.copy_area = match candidates::copy_area(candidates) {
             Ok(area) => area,
             Err(why) => {
                 self.status(&format!(
@@ -418,6 +424,14 @@ impl Task {
                     }
                 }
                 return self.give_up(cause, best, &last).await;
+            }
+            if self.spec.asks_a_question()
+                && !self.dirty
+                && self.edits_in_attempt == 0
+                && !self.last_text.is_empty()
+            {
+                // A question answered in words: nothing to verify or repair.
+                return self.finish(StopCause::Answered, Some(&last)).await;
             }
             self.unchanged_attempts = match self.edits_in_attempt {
                 0 => self.unchanged_attempts + 1,
@@ -535,10 +549,11 @@ impl Task {
                     self.push(Message::user(prompt::defuse(&note).into_owned()));
                     continue;
                 }
-                if self.edits_in_attempt == 0 {
+                if self.edits_in_attempt == 0 && !self.spec.asks_a_question() {
                     // Code instead of an edit call: the model still said
                     // what to change. Not after edits: a summary that
-                    // quotes code must not undo them.
+                    // quotes code must not undo them. Not for a question:
+                    // code in an answer is an example.
                     self.answer_note = self.apply_answer_code(&turn.text).await?;
                 }
                 self.undo_a_repeat(&before, dirty_before).await;
