@@ -75,7 +75,8 @@ impl Task {
         self.answer_note = Some(format!(
             "Your answer's code was not tried: {REPEATED_AN_ATTEMPT}; nothing changed."
         ));
-        self.last_text = "The model's answer repeated code already tested.".to_owned();
+        // `last_text` stays: it says what the kept change is, and a success
+        // after this is that change's, not this answer's.
         true
     }
 }
