@@ -114,7 +114,10 @@ Its status and verification events are shown in the echo area while
 ;;; Asynchronous commands
 
 (defvar fettle--last-result nil
-  "The result of the last task that ended (for `fettle-diff').")
+  "The result of the last task that ended.")
+
+(defvar fettle--last-change nil
+  "The result of the last task that changed files (for `fettle-diff').")
 
 (defun fettle--execute (server command argument &optional on-result on-error)
   "Run COMMAND with ARGUMENT on SERVER; call ON-RESULT with its answer.
@@ -193,6 +196,10 @@ it to know the edit landed, so it goes now."
       (message "Fettle: %s" (plist-get result :summary)))
      ((plist-get result :status)
       (setq fettle--last-result result)
+      ;; `fettle-diff' shows the last change: a follow-up that only
+      ;; answered must not hide it.
+      (when (> (length (plist-get result :changedFiles)) 0)
+        (setq fettle--last-change result))
       (let ((changed (length (plist-get result :changedFiles))))
         (message "Fettle: %s — %s%s" (plist-get result :status)
                  (string-trim (or (plist-get result :summary) ""))
@@ -312,9 +319,9 @@ its later changes are lost."
 
 ;;;###autoload
 (defun fettle-diff ()
-  "Show the diff of the last task that ended."
+  "Show the diff of the last task that changed files."
   (interactive)
-  (let ((diff (plist-get fettle--last-result :diff)))
+  (let ((diff (plist-get fettle--last-change :diff)))
     (unless (and diff (not (string-empty-p diff)))
       (user-error "Fettle: no finished task with changes in this session"))
     (with-current-buffer (get-buffer-create "*fettle-diff*")

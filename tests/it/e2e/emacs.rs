@@ -101,7 +101,7 @@ fn emacs_fettle_el_ert_suite_passes() {
     let report = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{report}");
     assert!(
-        report.contains("Ran 4 tests, 4 results as expected"),
+        report.contains("Ran 5 tests, 5 results as expected"),
         "{report}"
     );
     // The agent's edit reached the file and `fettle-undo` restored it.

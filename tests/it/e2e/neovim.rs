@@ -665,6 +665,23 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
         in_diff("-        return self.amount - 1") && in_diff("+        return self.amount"),
         "{diff:#?}"
     );
+    // A follow-up that only answered: `:Fettle diff` still shows a change
+    // (the last task's that made one), not "no finished task with changes".
+    assert!(
+        value["diff_after_answer_name"]
+            .as_str()
+            .unwrap()
+            .starts_with("fettle://diff/"),
+        "{value:#}"
+    );
+    assert!(
+        value["diff_after_answer"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().is_some_and(|l| l.starts_with("+ "))),
+        "{value:#}"
+    );
     // The file, the conversation, the log and the diff.
     assert_eq!(value["windows"], 4, "{value:#}");
     // `:Fettle undo`, run from the log window, restored the file in the buffer;

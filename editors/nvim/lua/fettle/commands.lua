@@ -88,6 +88,11 @@ end
 function M.task_ended(result)
   result = result or {}
   M.last_result = result
+  -- :Fettle diff shows the last change: a follow-up that only answered
+  -- ("what did you change?") must not hide it.
+  if #(result.changedFiles or {}) > 0 then
+    M.last_change = result
+  end
   -- The whole summary (what was tried, what still fails, why the tests
   -- could not run) is kept in :Fettle log; the notification is its first line.
   if result.summary and result.summary ~= '' then
@@ -112,9 +117,9 @@ function M.task_ended(result)
   vim.notify(require('fettle').fit_line(head .. summary .. tail), level)
 end
 
---- Opens the diff of the last finished task in a split.
+--- Opens the diff of the last finished task that changed files, in a split.
 function M.diff()
-  local result = M.last_result
+  local result = M.last_change
   if not result or not result.diff or result.diff == '' then
     vim.notify('Fettle: no finished task with changes in this session', vim.log.levels.WARN)
     return
