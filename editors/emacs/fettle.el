@@ -302,19 +302,33 @@ its later changes are lost."
   (fettle--execute (fettle--server) "fettle.cancel" eglot--{}))
 
 ;;;###autoload
+(defun fettle--models-health (models)
+  "MODELS (`fettle/stats' :models) in words: each model's state and why."
+  (if (null models)
+      "no model used yet"
+    (mapconcat (lambda (m)
+                 (let ((reason (plist-get m :reason)))
+                   (format "model %s %s%s" (plist-get m :model) (plist-get m :state)
+                           (if (and reason (not (equal (plist-get m :state) "ok")))
+                               (format " (%s)" reason)
+                             ""))))
+               models "; ")))
+
 (defun fettle-stats ()
-  "Show Fettle's local statistics (`fettle/stats')."
+  "Show Fettle's local statistics and its models' health (`fettle/stats')."
   (interactive)
   (jsonrpc-async-request
    (fettle--server) :fettle/stats eglot--{}
    :success-fn (lambda (result)
                  (let ((completions (plist-get result :completions))
-                       (edit (plist-get result :edit)))
-                   (message "Fettle: %s suggestions shown, %s accepted; %s rewrites, %s applied"
+                       (edit (plist-get result :edit))
+                       (models (append (plist-get result :models) nil)))
+                   (message "Fettle: %s suggestions shown, %s accepted; %s rewrites, %s applied; %s"
                             (or (plist-get result :shown) (plist-get completions :shown) 0)
                             (or (plist-get result :accepted) (plist-get completions :accepted) 0)
                             (or (plist-get edit :requested) 0)
-                            (or (plist-get edit :applied) 0))))
+                            (or (plist-get edit :applied) 0)
+                            (fettle--models-health models))))
    :error-fn (lambda (err) (message "Fettle: %s" (plist-get err :message)))))
 
 ;;;###autoload

@@ -5,7 +5,8 @@ export interface Stats {
   shown?: number;
   accepted?: number;
   acceptanceRate?: number;
-  models?: { name: string; state: string; reason?: string }[];
+  /** Each configured model used so far: its name (`model`), `ok`, `failing` or `paused`. */
+  models?: { model: string; state: string; reason?: string }[];
   localModel?: { promptTokens?: number; reusedTokens?: number };
 }
 
@@ -20,7 +21,7 @@ export function statusView(
   working: boolean,
   ghostText: boolean,
 ): StatusView {
-  const health = stats?.models?.find((m) => m.name === model);
+  const health = stats?.models?.find((m) => m.model === model);
   const icon = working ? '$(sync~spin)' : health && health.state !== 'ok' ? '$(warning)' : '$(sparkle)';
   const parts = [`${icon} Fettle: ${model}`];
   if (!ghostText) {

@@ -72,10 +72,10 @@ test('commands carry the arguments the server documents', () => {
 });
 
 test('the status bar shows the model, work, acceptance and health', () => {
-  const stats = { shown: 8, accepted: 2, acceptanceRate: 0.25, models: [{ name: 'local', state: 'ok' }] };
+  const stats = { shown: 8, accepted: 2, acceptanceRate: 0.25, models: [{ model: 'local', state: 'ok' }] };
   assert.equal(statusView('local', stats, false, true).text, '$(sparkle) Fettle: local · 25% accepted');
   assert.equal(statusView('local', stats, true, false).text, '$(sync~spin) Fettle: local · ghost text off · 25% accepted');
-  const failing = { models: [{ name: 'coder', state: 'paused', reason: 'connection refused' }] };
+  const failing = { models: [{ model: 'coder', state: 'paused', reason: 'connection refused' }] };
   const view = statusView('coder', failing, false, true);
   assert.equal(view.text, '$(warning) Fettle: coder');
   assert.match(view.tooltip, /paused: connection refused/);

@@ -189,7 +189,17 @@ test('ghost text: an inline completion, and its accept command reaches the serve
   assert.equal(accept.command, 'fettle.acceptCompletion');
   // VS Code runs the item's command on accept (the client proxies it).
   await connection.sendRequest('workspace/executeCommand', { command: accept.command, arguments: accept.arguments });
-  const stats = (await connection.sendRequest('fettle/stats', {})) as { accepted: number; shown: number };
+  const stats = (await connection.sendRequest('fettle/stats', {})) as {
+    accepted: number;
+    shown: number;
+    models: { model: string; state: string }[];
+  };
+  // The status bar finds its model's health by `model` (the configured name).
+  assert.deepEqual(
+    stats.models.map((m) => [m.model, m.state]),
+    [['mock', 'ok']],
+    JSON.stringify(stats.models),
+  );
   assert.equal(stats.accepted, 1, JSON.stringify(stats));
   change(SHOP);
 });
