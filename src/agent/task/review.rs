@@ -95,7 +95,8 @@ impl Task {
         self.event(
             EventKind::Verify,
             text,
-            json!({ "iteration": iteration, "review": { "by": by, "approved": approved, "reasons": reasons } }),
+            // `passed`: how the terminal and the editors mark a verdict.
+            json!({ "iteration": iteration, "passed": approved, "review": { "by": by, "approved": approved, "reasons": reasons } }),
         );
         if approved {
             return;
