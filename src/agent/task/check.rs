@@ -229,6 +229,47 @@ impl Verification {
         )
     }
 
+    /// When the test command cannot start at all — its runner is missing
+    /// where the server runs (`python3: No module named pytest` for
+    /// `python3 -m pytest`; a shell's `pytest: not found`, exit 127) — no
+    /// change to the workspace can help: the line that says so. A module
+    /// of the workspace itself (`python3 -m mypkg.tests`) is not a runner.
+    pub fn runner_missing(&self, test_command: Option<&str>, root: &Path) -> Option<String> {
+        let outcome = self.outcome.as_ref().filter(|_| self.score.broken)?;
+        let words: Vec<&str> = test_command?.split_whitespace().collect();
+        let module = words
+            .windows(2)
+            .find(|w| w[0] == "-m")
+            .map(|w| w[1])
+            .filter(|m| {
+                let top = m.split('.').next().unwrap_or(m);
+                !root.join(top).exists() && !root.join(format!("{top}.py")).exists()
+            });
+        let program = words
+            .first()
+            .filter(|p| !p.contains('='))
+            .map(|p| p.rsplit('/').next().unwrap_or(p));
+        let not_found = outcome.exit_code == Some(127);
+        outcome
+            .output
+            .lines()
+            .map(str::trim)
+            .find(|line| {
+                let module_missing = module.is_some_and(|m| {
+                    line.ends_with(&format!(": No module named {m}"))
+                        && !line.starts_with("ModuleNotFoundError")
+                });
+                let program_missing = not_found
+                    && program.is_some_and(|p| {
+                        line.contains(p)
+                            && (line.ends_with("not found")
+                                || line.ends_with("No such file or directory"))
+                    });
+                module_missing || program_missing
+            })
+            .map(str::to_owned)
+    }
+
     /// When the test command's output could not be read as test results:
     /// the line of it most likely to say why (the last that reads as an
     /// error, else the last), for a summary's first line — the one line
@@ -432,4 +473,69 @@ pub fn syntax_problems(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn broken(output: &str, exit_code: i32) -> Verification {
+        Verification {
+            passed: false,
+            score: Score {
+                rejected: false,
+                syntax_errors: 0,
+                checker_errors: 0,
+                broken: true,
+                failed: 0,
+                passed: 0,
+            },
+            outcome: Some(CommandOutcome {
+                exit_code: Some(exit_code),
+                signal: None,
+                timed_out: false,
+                cancelled: false,
+                output: output.to_owned(),
+                total_output_bytes: output.len(),
+                elapsed: Duration::from_millis(40),
+                timeout: Duration::from_secs(60),
+            }),
+            report: None,
+            syntax: Vec::new(),
+            checks: None,
+            checks_for_model: String::new(),
+            review: None,
+        }
+    }
+
+    #[test]
+    fn a_missing_runner_is_told_from_a_missing_import() {
+        let root = tempfile::tempdir().unwrap();
+        let python = broken("/usr/bin/python3: No module named pytest\n", 1);
+        assert_eq!(
+            python.runner_missing(Some("python3 -m pytest -q"), root.path()),
+            Some("/usr/bin/python3: No module named pytest".to_owned())
+        );
+        let shell = broken("sh: 1: cargo-nextest: not found\n", 127);
+        assert!(shell
+            .runner_missing(Some("cargo-nextest run"), root.path())
+            .is_some());
+        // The code under test imports what is missing: an edit may fix it.
+        let import = broken("E   ModuleNotFoundError: No module named 'hypothesis'\n", 1);
+        assert_eq!(
+            import.runner_missing(Some("python3 -m pytest"), root.path()),
+            None
+        );
+        // A module of the workspace run with -m: its own code may be at fault.
+        std::fs::create_dir(root.path().join("mypkg")).unwrap();
+        let own = broken("/usr/bin/python3: No module named mypkg.tests\n", 1);
+        assert_eq!(
+            own.runner_missing(Some("python3 -m mypkg.tests"), root.path()),
+            None
+        );
+        // Not found, but not exit 127 (a test that looked for a file).
+        let file = broken("tests/run.sh: data.csv: not found\n", 1);
+        assert_eq!(file.runner_missing(Some("tests/run.sh"), root.path()), None);
+    }
 }

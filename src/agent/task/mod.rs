@@ -316,6 +316,17 @@ impl Task {
             format!("Before any change: {}", baseline.headline_for_user()),
             json!({ "iteration": 0, "passed": baseline.passed, "score": score_json(&baseline.score) }),
         );
+        if baseline
+            .runner_missing(self.spec.test_command.as_deref(), self.files.root())
+            .is_some()
+        {
+            // Attempts would only re-run a command that cannot start. The
+            // summary quotes the line that says why.
+            let cause = StopCause::Error(
+                "it cannot start, and no change to the workspace can fix that: install what it runs where the server runs (an editor starts the server with its own PATH), or set `agent.test_command`".to_owned(),
+            );
+            return self.finish(cause, Some(&baseline)).await;
+        }
         if baseline.passed && self.spec.nothing_to_do_when_passing() {
             self.last_text = if self.spec.goal_is_tests() {
                 "The tests already pass; nothing to do."
