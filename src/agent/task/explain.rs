@@ -110,6 +110,9 @@ pub fn summary(cx: &Context<'_>) -> String {
         let text = cx.model_text.trim();
         return if text.is_empty() {
             "Verification passed.".to_owned()
+        } else if text.starts_with("```") {
+            // The first line is all a notification shows: not a fence.
+            format!("The model answered with code:\n{text}")
         } else {
             text.to_owned()
         };
