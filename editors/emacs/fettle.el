@@ -305,7 +305,7 @@ its later changes are lost."
 (defun fettle--models-health (models)
   "MODELS (`fettle/stats' :models) in words: each model's state and why."
   (if (null models)
-      "no model used yet"
+      "no model health reported (a remote model reports after its first request)"
     (mapconcat (lambda (m)
                  (let ((reason (plist-get m :reason)))
                    (format "model %s %s%s" (plist-get m :model) (plist-get m :state)

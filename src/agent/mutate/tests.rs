@@ -194,3 +194,17 @@ fn a_change_that_leaves_a_variable_unread_is_not_offered() {
     assert!(!r.iter().any(|(t, _)| t.contains("t += x * x")), "{r:?}");
     assert!(r.iter().any(|(t, _)| t.contains("t -= x * k")), "{r:?}");
 }
+
+#[test]
+fn a_sum_becomes_a_product() {
+    // `price + quantity` for `price * quantity`: seen with the 1.5B in Emacs.
+    let code = "def value(item):\n    return item.price + item.quantity\n";
+    let r = results(Language::Python, code);
+    assert!(
+        has(
+            &r,
+            "def value(item):\n    return item.price * item.quantity\n"
+        ),
+        "{r:?}"
+    );
+}
