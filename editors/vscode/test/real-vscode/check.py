@@ -288,23 +288,14 @@ def steps(ui: Ui) -> None:
         page.keyboard.press("Shift+ArrowDown")
         page.keyboard.press("Shift+End")
 
-    def rewrite_with_preset() -> None:
+    def rewrite(pick: str, instruction: str | None = None) -> None:
+        """Rewrite Selection… on `total`: a preset, or one's own words."""
         select_total()
         ui.command("Fettle: Rewrite Selection…")
         # The presets are the server's edit actions (`edit.actions`).
-        ui.quick_pick("Add documentation")
-        ui.notification(r"Fettle: rewrote")
-        ui.wait_file(lambda t: DOCSTRING in t, "got the rewrite")
-        ui.editor().click()
-        page.keyboard.press("Control+Z")
-        ui.wait_file(lambda t: t == SHOP, "came back with Ctrl+Z")
-        ui.clear_notifications()
-
-    def rewrite_with_instruction() -> None:
-        select_total()
-        ui.command("Fettle: Rewrite Selection…")
-        ui.quick_pick("Type an instruction")
-        ui.type_input("add a docstring")
+        ui.quick_pick(pick)
+        if instruction is not None:
+            ui.type_input(instruction)
         ui.notification(r"Fettle: rewrote")
         ui.wait_file(lambda t: DOCSTRING in t, "got the rewrite")
         ui.editor().click()
@@ -355,8 +346,11 @@ def steps(ui: Ui) -> None:
     ui.run("activation and the status bar", activation)
     ui.run("the server log in the output channel", output_channel)
     ui.run("ghost text drawn and accepted with Tab", ghost_text)
-    ui.run("Rewrite Selection… with a preset, Ctrl+Z", rewrite_with_preset)
-    ui.run("Rewrite Selection… with a typed instruction, Ctrl+Z", rewrite_with_instruction)
+    ui.run("Rewrite Selection… with a preset, Ctrl+Z", lambda: rewrite("Add documentation"))
+    ui.run(
+        "Rewrite Selection… with a typed instruction, Ctrl+Z",
+        lambda: rewrite("Type an instruction", "add a docstring"),
+    )
     ui.run("Chat…", chat)
     ui.run("Chat…, a follow-up in the same conversation", follow_up)
     ui.run("Show Last Task's Diff", show_diff)
