@@ -53,7 +53,7 @@ fi
 emacs --version | head -n 1
 export FETTLE_REQUIRE_EMACS=1
 
-say "test runners the agent's scenarios and bug corpus drive: pytest, node, cargo"
+say "test runners the agent's scenarios and bug corpus drive: pytest, node, cargo (with llvm-tools)"
 "$cache/venv/bin/pip" install --quiet --disable-pip-version-check 'pytest>=8,<9'
 if ! command -v node >/dev/null 2>&1; then
   echo "installing: nodejs"
@@ -63,6 +63,14 @@ if ! command -v node >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq nodejs npm >/dev/null
 fi
 node --version
+# Rust's traced run (docs/agent.md "Suspects") reads its profiles with the
+# toolchain's own llvm-profdata and llvm-cov.
+rustup component add llvm-tools >/dev/null 2>&1 || true
+sysroot="$(rustc --print sysroot)"
+llvm_bin="$sysroot/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin"
+[ -x "$llvm_bin/llvm-profdata" ] && [ -x "$llvm_bin/llvm-cov" ] \
+  || { echo "FATAL: no llvm-profdata/llvm-cov in $llvm_bin (rustup component add llvm-tools)" >&2; exit 1; }
+echo "llvm-tools: $llvm_bin"
 # The tests run `python3 -m pytest`: the venv's python3 comes first.
 export PATH="$cache/venv/bin:$PATH"
 python3 -m pytest --version

@@ -504,7 +504,9 @@ def main():
             if len(known) >= args.bugs_per_project:
                 sites = [k["site"] for k in known[:args.bugs_per_project]]
             else:
-                known = []
+                # The ones kept before first, then the search goes on.
+                first = [k["site"] for k in known]
+                sites = first + [s for s in sites if json.loads(json.dumps(s)) not in first]
             for site in sites:
                 if kept >= args.bugs_per_project:
                     break
@@ -527,6 +529,12 @@ def main():
                 bug = {"project": project["name"], "path": rel, "function": fn_name, "mutation": what,
                        "failed_tests": failed,
                        "named": bool(re.search(r"\b%s\b" % re.escape(fn_name), out))}
+                if project.get("kind") == "rust":
+                    # As after a user's edit: cargo rebuilds the changed
+                    # crate in Fettle's first test run (the run above built
+                    # it already), so the traced run is compared with a test
+                    # run that includes its build.
+                    os.utime(os.path.join(ws, rel))
                 result, entries, seconds, error = localize(args.fettle, ws, project["test_command"], tmp)
                 before, before_result = None, None
                 if args.before_fettle:

@@ -178,15 +178,19 @@ impl Task {
         // above (a weight for it overturned a better Ochiai score: the
         // function every test calls first, the helper only failures reach
         // second).
-        let mut ranked: Vec<(f64, Suspect)> = Vec::new();
+        // By the score, then the function's own (a line ties it).
+        let mut ranked: Vec<((f64, f64), Suspect)> = Vec::new();
         for s in &by_names {
             let executed = spectrum.functions.iter().find(|e| {
                 self.files.paths.relative(&e.symbol.path) == s.path
                     && e.symbol.range.0.line + 1 == s.lines.0
             });
             let (score, why) = match executed {
-                Some(e) => (e.score, format!("{}; {}", spectrum.why(e), s.why)),
-                None => (0.0, s.why.clone()),
+                Some(e) => (
+                    (e.score, e.function_score),
+                    format!("{}; {}", spectrum.why(e), s.why),
+                ),
+                None => ((0.0, 0.0), s.why.clone()),
             };
             ranked.push((score, Suspect { why, ..s.clone() }));
         }
@@ -196,12 +200,12 @@ impl Task {
                     .iter()
                     .any(|(_, o)| o.path == s.path && o.lines == s.lines)
                 {
-                    ranked.push((e.score, s));
+                    ranked.push(((e.score, e.function_score), s));
                 }
             }
         }
         // Stable: the order by names among equal scores.
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        ranked.sort_by(|a, b| b.0 .0.total_cmp(&a.0 .0).then(b.0 .1.total_cmp(&a.0 .1)));
         ranked
             .into_iter()
             .map(|(_, s)| s)

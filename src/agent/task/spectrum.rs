@@ -1,10 +1,11 @@
-//! Execution-based localization (`agent.coverage`): when Python or Node
-//! tests fail before any change, the test command runs once more with a
+//! Execution-based localization (`agent.coverage`): when Python, Node or
+//! Rust tests fail before any change, the test command runs once more with a
 //! tracer loaded into every Python process it starts (a `sitecustomize` on
 //! `PYTHONPATH` and, under pytest, a plugin) that records which of the
 //! workspace's functions each test runs and whether it failed — for Node,
-//! V8's own coverage per test file's process ([`node`]). Each function is scored
-//! by Ochiai over the failing and passing tests — run by every failing
+//! V8's own coverage per test file's process ([`node`]), for Rust an
+//! instrumented build's, each test in a process of its own ([`rust`]).
+//! Each function is scored by Ochiai over the failing and passing tests — run by every failing
 //! test and few passing ones scores highest — so the helper the failure
 //! never names ranks above the public function the tests call. The
 //! project's files are not touched; the run is sandboxed like any test
@@ -33,6 +34,7 @@ const SITECUSTOMIZE: &str = include_str!("spectrum/sitecustomize.py");
 const NODE_PRELOAD: &str = include_str!("spectrum/fettle_spectrum.cjs");
 
 mod node;
+mod rust;
 
 /// Files the tracer's processes may leave (one per Python process).
 const MAX_FILES: usize = 64;
@@ -43,6 +45,7 @@ const MAX_FILE_BYTES: u64 = 32 << 20;
 /// is not worth its ranking).
 const TIME_FACTOR: u32 = 2;
 const EXTRA_TIME: Duration = Duration::from_secs(10);
+const RUST_EXTRA_TIME: Duration = Duration::from_secs(60);
 
 /// What one tracer process wrote.
 #[derive(Deserialize)]
@@ -56,6 +59,9 @@ struct Recorded {
 struct RecordedTest {
     failed: bool,
     functions: Vec<usize>,
+    /// The lines it ran, by function (Python's tracer).
+    #[serde(default)]
+    lines: Vec<(usize, Vec<u32>)>,
 }
 
 /// A function the traced tests ran.
@@ -65,7 +71,13 @@ pub(super) struct Executed {
     /// Failing and passing tests that ran it.
     pub failing: u32,
     pub passing: u32,
-    /// Ochiai: failing / √(all failing × (failing + passing)).
+    /// Ochiai of the function: failing / √(all failing × (failing +
+    /// passing)).
+    pub function_score: f64,
+    /// Its most suspicious line (1-based), when lines were traced: the
+    /// line, failing and passing tests that ran it, its Ochiai.
+    pub line: Option<(u32, u32, u32, f64)>,
+    /// What ranks it: the better of the function's and its best line's.
     pub score: f64,
 }
 
@@ -81,10 +93,16 @@ pub(super) struct Spectrum {
 impl Spectrum {
     /// Why a function is suspected, in words.
     pub fn why(&self, e: &Executed) -> String {
-        format!(
+        let function = format!(
             "run by {} of {} failing tests and {} of {} passing (Ochiai {:.2})",
-            e.failing, self.failing_tests, e.passing, self.passing_tests, e.score
-        )
+            e.failing, self.failing_tests, e.passing, self.passing_tests, e.function_score
+        );
+        match e.line {
+            Some((line, failing, passing, score)) if score > e.function_score => format!(
+                "{function}; its line {line} by {failing} failing and {passing} passing (Ochiai {score:.2})"
+            ),
+            _ => function,
+        }
     }
 }
 
@@ -163,28 +181,33 @@ impl Task {
         let area = tracer_area().map_err(|err| format!("cannot write its tracer: {err}"))?;
         let out = area.path().join("out");
         let lib = area.path().join("lib");
-        let traced = format!(
-            "export FETTLE_SPECTRUM_OUT={out}; export FETTLE_SPECTRUM_ROOT={root}; \
-             export PYTHONPATH={lib}\"${{PYTHONPATH:+:$PYTHONPATH}}\"; \
-             export PYTEST_PLUGINS=fettle_spectrum_pytest\"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}\"; \
-             export NODE_V8_COVERAGE={v8}; \
-             export NODE_OPTIONS={preload}\"${{NODE_OPTIONS:+ $NODE_OPTIONS}}\"\n{command}",
-            out = shell_quote(&out.display().to_string()),
-            root = shell_quote(&real_root.display().to_string()),
-            lib = shell_quote(&lib.display().to_string()),
-            v8 = shell_quote(&out.join("v8").display().to_string()),
-            preload = shell_quote(&format!(
-                "--require=\"{}\"",
-                lib.join("fettle_spectrum.cjs").display()
-            )),
-        );
+        let cargo_test = self.rust_tests(command);
+        let rust_target = cargo_test.as_ref().map(|_| rust::target_dir(real_root));
+        let traced = match (&cargo_test, &rust_target) {
+            (Some(cargo_test), Some(target)) => rust::script(cargo_test, &out, target),
+            _ => self.traced_command(command, &out, &lib, real_root),
+        };
         let settings = self.check_settings(Some(command));
         let mut spec = check::test_spec(&settings, traced);
-        spec.timeout = (first_run.elapsed * TIME_FACTOR + EXTRA_TIME).min(spec.timeout);
+        // Rust's tests are built once more, instrumented: the first time
+        // with the crate's dependencies.
+        let extra = match cargo_test.is_some() {
+            true => RUST_EXTRA_TIME,
+            false => EXTRA_TIME,
+        };
+        spec.timeout = (first_run.elapsed * TIME_FACTOR + extra).min(spec.timeout);
         if let Some(policy) = spec.sandbox.as_mut() {
             // The whole folder: under a private /tmp only what may be
             // written is bound back, and the tracer must be seen too.
             policy.writable.push(area.path().to_path_buf());
+            if let Some(target) = &rust_target {
+                policy.writable.push(target.clone());
+            }
+        }
+        if let Some(target) = &rust_target {
+            if let Err(err) = std::fs::create_dir_all(target) {
+                return Err(format!("cannot create {}: {err}", target.display()));
+            }
         }
         self.status(&format!(
             "Localizing: running the tests again, recording the functions each test runs (at most {} s)",
@@ -207,11 +230,49 @@ impl Task {
             Ok(_) => {}
         }
         node::convert(&out, real_root);
-        let spectrum = self.read_spectrum(&out, real_root)?;
+        rust::convert(&out, real_root);
+        let spectrum = match self.read_spectrum(&out, real_root) {
+            Err(why) => Err(match rust::why_none(&out) {
+                Some(said) => said,
+                None if cargo_test.is_some() => format!("{why} (doc tests are not traced)"),
+                None => why,
+            }),
+            read => read,
+        }?;
         if let Some(dir) = cache {
             cache::keep(&out, dir);
         }
         Ok(spectrum)
+    }
+
+    /// The test command with the Python and Node tracers loaded.
+    fn traced_command(&self, command: &str, out: &Path, lib: &Path, real_root: &Path) -> String {
+        format!(
+            "export FETTLE_SPECTRUM_OUT={out}; export FETTLE_SPECTRUM_ROOT={root}; \
+             export PYTHONPATH={lib}\"${{PYTHONPATH:+:$PYTHONPATH}}\"; \
+             export PYTEST_PLUGINS=fettle_spectrum_pytest\"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}\"; \
+             export NODE_V8_COVERAGE={v8}; \
+             export NODE_OPTIONS={preload}\"${{NODE_OPTIONS:+ $NODE_OPTIONS}}\"\n{command}",
+            out = shell_quote(&out.display().to_string()),
+            root = shell_quote(&real_root.display().to_string()),
+            lib = shell_quote(&lib.display().to_string()),
+            v8 = shell_quote(&out.join("v8").display().to_string()),
+            preload = shell_quote(&format!(
+                "--require=\"{}\"",
+                lib.join("fettle_spectrum.cjs").display()
+            )),
+        )
+    }
+
+    /// `cargo test` as the instrumented build runs it, when the tests are
+    /// Rust's and the command a plain `cargo test`.
+    fn rust_tests(&self, command: &str) -> Option<String> {
+        let has_rust = self
+            .index
+            .files()
+            .iter()
+            .any(|f| f.language == crate::syntax::Language::Rust);
+        has_rust.then(|| rust::cargo_test(command)).flatten()
     }
 
     /// Tests the tracer can follow: Python's (pytest's or unittest's
@@ -223,14 +284,15 @@ impl Task {
         let runner = baseline.report.as_ref().and_then(|r| r.runner);
         let node = has(crate::syntax::Language::JavaScript)
             && (runner == Some("node") || command.contains("node --test"));
-        node || has(crate::syntax::Language::Python)
-            && (runner == Some("pytest")
-                || command.contains("python")
-                || command.contains("pytest")
-                || output.contains("Traceback (most recent call last)")
-                || output
-                    .lines()
-                    .any(|l| l.starts_with("Ran ") && l.contains(" test")))
+        node || self.rust_tests(command).is_some()
+            || has(crate::syntax::Language::Python)
+                && (runner == Some("pytest")
+                    || command.contains("python")
+                    || command.contains("pytest")
+                    || output.contains("Traceback (most recent call last)")
+                    || output
+                        .lines()
+                        .any(|l| l.starts_with("Ran ") && l.contains(" test")))
     }
 
     /// The tracer's files, read and scored.
@@ -255,6 +317,8 @@ impl Task {
         }
         let mut lookup = SymbolLookup::default();
         let mut counts: HashMap<usize, (u32, u32)> = HashMap::new();
+        // By (function, line): failing and passing tests that ran it.
+        let mut line_counts: HashMap<(usize, u32), (u32, u32)> = HashMap::new();
         let mut symbols: Vec<IndexedSymbol> = Vec::new();
         // A symbol's place in `symbols`, by where it is (thousands of
         // functions in a big suite: no linear search per lookup).
@@ -265,9 +329,12 @@ impl Task {
             let mapped: Vec<Option<usize>> = r
                 .functions
                 .iter()
-                .map(|(path, line, _)| {
+                .map(|(path, line, name)| {
                     let rel = Path::new(path).strip_prefix(real_root).ok()?;
-                    let symbol = lookup.function_at(self, &self.files.root().join(rel), *line)?;
+                    let path = self.files.root().join(rel);
+                    // A line (Rust's coverage) belongs only to a function
+                    // around it; a code object may start at a decorator.
+                    let symbol = lookup.function_at(self, &path, *line, name.is_empty())?;
                     let key = (symbol.path.clone(), symbol.range.0.line);
                     Some(*places.entry(key).or_insert_with(|| {
                         symbols.push(symbol);
@@ -287,20 +354,44 @@ impl Task {
                     .collect();
                 ran.sort_unstable();
                 ran.dedup();
+                let count = |entry: &mut (u32, u32)| match test.failed {
+                    true => entry.0 += 1,
+                    false => entry.1 += 1,
+                };
                 for i in ran {
-                    let entry = counts.entry(i).or_default();
-                    match test.failed {
-                        true => entry.0 += 1,
-                        false => entry.1 += 1,
-                    }
+                    count(counts.entry(i).or_default());
+                }
+                let mut lines: Vec<(usize, u32)> = test
+                    .lines
+                    .iter()
+                    .filter_map(|(i, lines)| Some((mapped.get(*i).copied().flatten()?, lines)))
+                    .flat_map(|(symbol, lines)| lines.iter().map(move |l| (symbol, *l)))
+                    .collect();
+                lines.sort_unstable();
+                lines.dedup();
+                for key in lines {
+                    count(line_counts.entry(key).or_default());
                 }
             }
         }
         if failing_tests == 0 {
             return Err(match passing_tests {
-                0 => "no test was recorded (not pytest, unittest or `node --test`, or Python started without `site`)".to_owned(),
+                0 => "no test was recorded (not pytest, unittest, `node --test` or `cargo test`, or Python started without `site`)".to_owned(),
                 n => format!("all {n} traced tests passed this time"),
             });
+        }
+        // Each function's most suspicious line: a bug in a branch only the
+        // failing tests take shows there even when every test runs the
+        // function; the earliest line among equals.
+        let mut best_lines: HashMap<usize, (u32, u32, u32, f64)> = HashMap::new();
+        for ((symbol, line), (failing, passing)) in line_counts {
+            let score = ochiai(failing, passing, failing_tests);
+            let best = best_lines
+                .entry(symbol)
+                .or_insert((line, failing, passing, score));
+            if score > best.3 || (score == best.3 && line < best.0) {
+                *best = (line, failing, passing, score);
+            }
         }
         // Test files' functions are where the failure shows, not where the
         // fix goes.
@@ -313,17 +404,22 @@ impl Task {
                     .is_some_and(|s| !is_test_file(&self.files.paths.relative(&s.path)))
             })
             .filter_map(|(i, (failing, passing))| {
+                let function_score = ochiai(failing, passing, failing_tests);
+                let line = best_lines.get(&i).copied();
                 Some(Executed {
                     symbol: symbols.get(i)?.clone(),
                     failing,
                     passing,
-                    score: ochiai(failing, passing, failing_tests),
+                    function_score,
+                    line,
+                    score: line.map_or(function_score, |l| l.3.max(function_score)),
                 })
             })
             .collect();
         functions.sort_by(|a, b| {
             b.score
                 .total_cmp(&a.score)
+                .then(b.function_score.total_cmp(&a.function_score))
                 .then(a.passing.cmp(&b.passing))
                 .then_with(|| a.symbol.path.cmp(&b.symbol.path))
                 .then(a.symbol.range.0.line.cmp(&b.symbol.range.0.line))
@@ -356,7 +452,13 @@ impl SymbolLookup {
     /// The innermost function whose text holds `line` (1-based: a code
     /// object's first line — a lambda or comprehension belongs to its
     /// function), else one starting just below it (its decorators).
-    fn function_at(&mut self, task: &Task, path: &Path, line: u32) -> Option<IndexedSymbol> {
+    fn function_at(
+        &mut self,
+        task: &Task,
+        path: &Path,
+        line: u32,
+        containing_only: bool,
+    ) -> Option<IndexedSymbol> {
         let symbols = self.files.entry(path.to_path_buf()).or_insert_with(|| {
             task.index
                 .file_symbols(path)
@@ -369,6 +471,9 @@ impl SymbolLookup {
             .iter()
             .filter(|s| s.range.0.line <= line0 && line0 <= s.range.1.line)
             .max_by_key(|s| s.range.0.line);
+        if containing_only {
+            return containing.cloned();
+        }
         containing
             .or_else(|| {
                 symbols
@@ -405,9 +510,9 @@ mod cache {
         parent().join(key)
     }
 
-    /// The test command and the tests it failed (`state`), the tracer, the
-    /// root and every indexed Python, JavaScript and TypeScript file's path
-    /// and bytes on disk (what the tests run).
+    /// The test command and the tests it failed (`state`), the tracers, the
+    /// root and every indexed Python, JavaScript, TypeScript and Rust
+    /// file's path and bytes on disk (what the tests run).
     pub fn key(index: &Index, state: &str, root: &Path) -> Option<String> {
         let mut hasher = Sha256::new();
         for part in [
@@ -415,6 +520,7 @@ mod cache {
             super::TRACER,
             super::PYTEST_PLUGIN,
             super::NODE_PRELOAD,
+            &super::rust::script("", Path::new(""), Path::new("")),
             &root.display().to_string(),
         ] {
             hasher.update(part.as_bytes());
@@ -425,7 +531,7 @@ mod cache {
             use crate::syntax::Language;
             if !matches!(
                 file.language,
-                Language::Python | Language::JavaScript | Language::TypeScript
+                Language::Python | Language::JavaScript | Language::TypeScript | Language::Rust
             ) {
                 continue;
             }
@@ -438,6 +544,13 @@ mod cache {
             hasher.update([0]);
             hasher.update((bytes.len() as u64).to_le_bytes());
             hasher.update(&bytes);
+        }
+        // What the project's dependencies are.
+        for manifest in ["Cargo.toml", "Cargo.lock", "package.json", "pyproject.toml"] {
+            if let Some(bytes) = super::read_bounded(&root.join(manifest)) {
+                hasher.update(manifest.as_bytes());
+                hasher.update(bytes.as_bytes());
+            }
         }
         Some(format!("{:x}", hasher.finalize()))
     }
