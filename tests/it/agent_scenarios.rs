@@ -297,6 +297,15 @@ fn scenarios() {
         "expected the scenario fixtures under {}",
         root.display()
     );
+    // `FETTLE_SCENARIOS=candidates,coverage`: only the scenarios whose
+    // names contain one of these (while working on them).
+    if let Ok(only) = std::env::var("FETTLE_SCENARIOS") {
+        let parts: Vec<&str> = only.split(',').filter(|p| !p.is_empty()).collect();
+        dirs.retain(|d| {
+            let name = d.file_name().unwrap().to_string_lossy().into_owned();
+            parts.iter().any(|p| name.contains(p))
+        });
+    }
     let pytest = have_pytest();
     let mut failures = Vec::new();
     for dir in &dirs {
