@@ -394,15 +394,15 @@ impl Task {
                 *best = (line, failing, passing, score);
             }
         }
-        // Test files' functions are where the failure shows, not where the
-        // fix goes.
+        // Tests (their files, and Rust's beside the code) are where the
+        // failure shows, not where the fix goes.
         let mut functions: Vec<Executed> = counts
             .into_iter()
             .filter(|(_, (f, _))| *f > 0)
             .filter(|(i, _)| {
-                symbols
-                    .get(*i)
-                    .is_some_and(|s| !is_test_file(&self.files.paths.relative(&s.path)))
+                symbols.get(*i).is_some_and(|s| {
+                    !is_test_file(&self.files.paths.relative(&s.path)) && !self.is_test_function(s)
+                })
             })
             .filter_map(|(i, (failing, passing))| {
                 let function_score = ochiai(failing, passing, failing_tests);
