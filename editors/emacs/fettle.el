@@ -397,7 +397,12 @@ the model's text as it streams)."
               (setq fettle--chat-streaming t)
               (fettle--chat-insert text t))
           (setq fettle--chat-streaming nil)
-          (fettle--chat-insert (concat "  · " (car (split-string text "\n")))))))))
+          ;; A step's first line; what follows a status (the suspects, a
+          ;; test command's last lines) indented below, a few lines at most.
+          (let ((parts (split-string text "\n")))
+            (fettle--chat-insert (concat "  · " (car parts)))
+            (dolist (line (and (equal kind "status") (seq-take (cdr parts) 8)))
+              (fettle--chat-insert (concat "    " line)))))))))
 
 (defun fettle--chat-finish (result)
   "The chat's RESULT: its summary ends the turn."

@@ -407,7 +407,13 @@ export class Fettle {
       this.chatChannel.appendLine('');
       this.chatStreaming = false;
     }
-    this.chatChannel.appendLine(`  · ${event.text.split('\n')[0]}`);
+    // A step's first line; what follows a status (the suspects, a test
+    // command's last lines) indented below, a few lines at most.
+    const [first, ...rest] = event.text.split('\n');
+    this.chatChannel.appendLine(`  · ${first}`);
+    for (const line of event.kind === 'status' ? rest.slice(0, 8) : []) {
+      this.chatChannel.appendLine(`    ${line}`);
+    }
   }
 
   /** Runs a server command with a notification showing its progress, and Cancel. */

@@ -151,6 +151,7 @@ test('Chat… keeps a conversation in Fettle Chat: text streams in, a follow-up 
         assert.ok(event);
         event({ taskId: 'other', kind: 'text', text: 'not this chat' });
         event({ taskId: `t${n}`, kind: 'status', text: 'Started: the request' });
+        event({ taskId: `t${n}`, kind: 'status', text: 'Suspects, most likely first:\ntotal (shop.py:1): named' });
         event({ taskId: `t${n}`, kind: 'text', text: 'Fix' });
         event({ taskId: `t${n}`, kind: 'text', text: 'ed.' });
         event({ taskId: `t${n}`, kind: 'tool_call', text: 'edit shop.py\nits arguments' });
@@ -179,8 +180,10 @@ test('Chat… keeps a conversation in Fettle Chat: text streams in, a follow-up 
     .map((c) => (c.api.startsWith('output.append:') ? `+${String(c.args[0])}` : String(c.args[0])));
   const second = shown.indexOf('\nYou: now the empty list\n\nFettle:');
   assert.ok(second > 0, JSON.stringify(shown));
-  assert.deepEqual(shown.slice(second + 1, second + 7), [
+  assert.deepEqual(shown.slice(second + 1, second + 9), [
     '  · Started: the request',
+    '  · Suspects, most likely first:',
+    '    total (shop.py:1): named',
     '+Fix',
     '+ed.',
     '',

@@ -779,6 +779,13 @@ fn neovim_fettle_chat_fixes_and_the_log_shows_the_tools() {
             && at("Fixed it again.").is_some(),
         "{chat:#?}"
     );
+    // A step's further lines below it: the suspects, each with why.
+    let suspects = at("  · Suspects, most likely first:").expect("the suspects step");
+    assert!(
+        chat.get(suspects + 1)
+            .is_some_and(|l| l.starts_with("    ") && l.contains("(models.py:")),
+        "{chat:#?}"
+    );
     assert_eq!(value["chat_windows"], 1, "{value:#}");
     let shown = value["log"].as_array().unwrap();
     let has = |needle: &str| shown.iter().any(|l| l.as_str().unwrap().contains(needle));

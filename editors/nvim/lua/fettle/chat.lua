@@ -4,7 +4,11 @@
 -- turn. A follow-up continues the conversation (the server tells the model
 -- the earlier requests, their results and changes); `:Fettle chat!`
 -- starts a new one.
+
 local M = {}
+
+-- Lines shown below a step in the conversation.
+local MAX_DETAIL_LINES = 8
 
 local NAME = 'fettle://chat'
 --- Chats finished in this conversation (a follow-up continues it).
@@ -102,7 +106,14 @@ function M.event(event)
     return
   end
   streaming = false
-  append({ '  · ' .. parts[1] })
+  -- A step's first line; what follows a status (the suspects, a test
+  -- command's last lines) indented below, a few lines at most.
+  local shown = { '  · ' .. parts[1] }
+  local detail = event.kind == 'status' and MAX_DETAIL_LINES or 0
+  for i = 2, math.min(#parts, detail + 1) do
+    table.insert(shown, '    ' .. parts[i])
+  end
+  append(shown)
 end
 
 --- The chat's result: its summary ends the turn.
