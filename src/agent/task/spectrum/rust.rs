@@ -37,7 +37,8 @@ pub(super) fn cargo_test(command: &str) -> Option<String> {
     }
     let mut kept = vec!["cargo".to_owned()];
     let mut seen_test = false;
-    let mut takes_value = false;
+    // What the option before took: its value kept, or dropped with it.
+    let mut value: Option<bool> = None;
     for word in words {
         if word == "--" {
             break;
@@ -55,14 +56,29 @@ pub(super) fn cargo_test(command: &str) -> Option<String> {
             });
             continue;
         }
-        if takes_value {
-            takes_value = false;
-            kept.push(super::shell_quote(word));
+        if let Some(keep) = value.take() {
+            if keep {
+                kept.push(super::shell_quote(word));
+            }
             continue;
         }
-        if word.starts_with('-') {
-            // Options of `cargo test` that take a separate value.
-            takes_value = matches!(
+        if !word.starts_with('-') {
+            // A test-name filter: dropped (see above).
+            continue;
+        }
+        let name = word.split('=').next().unwrap_or(word);
+        let inline_value = word.contains('=');
+        // The script's own: where it builds, what it prints, no run.
+        if matches!(name, "--target-dir" | "--message-format") {
+            value = (!inline_value).then_some(false);
+            continue;
+        }
+        if matches!(word, "--no-run" | "--doc" | "-q" | "--quiet") {
+            continue;
+        }
+        // Options of `cargo test` that take a separate value.
+        if !inline_value
+            && matches!(
                 word,
                 "-p" | "--package"
                     | "--features"
@@ -77,16 +93,15 @@ pub(super) fn cargo_test(command: &str) -> Option<String> {
                     | "-j"
                     | "--jobs"
                     | "--profile"
-            );
-            // `--no-run`, `--doc` and the output format are the script's.
-            if matches!(word, "--no-run" | "--doc" | "-q" | "--quiet")
-                || word.starts_with("--message-format")
-            {
-                continue;
-            }
-            kept.push(super::shell_quote(word));
+                    | "--config"
+                    | "-Z"
+                    | "--color"
+                    | "--lockfile-path"
+            )
+        {
+            value = Some(true);
         }
-        // A test-name filter: dropped (see above).
+        kept.push(super::shell_quote(word));
     }
     seen_test.then(|| kept.join(" "))
 }
@@ -317,6 +332,16 @@ mod tests {
         assert_eq!(
             cargo_test("cargo +nightly test -p core").as_deref(),
             Some("cargo '+nightly' test '-p' 'core'")
+        );
+        // The script builds where it chooses and reads JSON.
+        assert_eq!(
+            cargo_test("cargo test --target-dir /tmp/t --message-format short --release")
+                .as_deref(),
+            Some("cargo test '--release'")
+        );
+        assert_eq!(
+            cargo_test("cargo test --target-dir=/tmp/t -Z unstable-options").as_deref(),
+            Some("cargo test '-Z' 'unstable-options'")
         );
         assert_eq!(cargo_test("cargo build"), None);
         assert_eq!(cargo_test("cargo test && rm -rf /"), None);
