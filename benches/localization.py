@@ -540,6 +540,8 @@ def main():
                 if args.before_fettle:
                     before_result, before, _, _ = localize(args.before_fettle, ws, project["test_command"], tmp)
                 bug.update(evaluate(bug, result, entries, before, before_result))
+                if before_result and before_result.get("coverage"):
+                    bug["before_coverage"] = before_result["coverage"]
                 bug["seconds"] = round(seconds, 1)
                 if error:
                     bug["error"] = error

@@ -156,6 +156,9 @@ fi
 grep '"reason":"compiler-artifact"' "$out/build.jsonl" | grep '"test":true' \
   | sed -n 's/.*"manifest_path":"\([^"]*\)".*"executable":"\([^"]*\)".*/\1\t\2/p' > "$out/executables.tsv"
 tab=$(printf '\t')
+# Tests run side by side, as many as the cores (cargo runs them on threads).
+jobs=$(nproc 2>/dev/null || echo 2)
+running=0
 n=0
 while IFS="$tab" read -r manifest exe; do
   dir=$(dirname "$manifest")
@@ -163,17 +166,22 @@ while IFS="$tab" read -r manifest exe; do
   while IFS= read -r name; do
     n=$((n + 1))
     [ "$n" -gt {max_tests} ] && break 2
-    profile="$out/prof/t$n.profraw"
-    ( cd "$dir" && CARGO_MANIFEST_DIR="$dir" LLVM_PROFILE_FILE="$profile" "$exe" --exact "$name" --test-threads=1 -q < /dev/null > /dev/null 2>&1 )
-    status=$?
-    # The functions with a count: their (mangled) names.
-    "$tools/llvm-profdata" show --all-functions --counts "$profile" 2>/dev/null | awk '
-      /^  [^ ].*:$/ {{ name = substr($0, 3, length($0) - 3); next }}
-      /Function count:/ {{ if ($3 + 0 > 0) {{ print name; name = "" }} ; next }}
-      /Block counts:/ {{ if (name != "" && $0 ~ /[1-9]/) print name; name = "" }}' > "$out/ran/t$n.txt"
-    printf '%s\t%s\t%s\n' "$n" "$status" "$name" >> "$out/rust-tests.tsv"
+    (
+      profile="$out/prof/t$n.profraw"
+      ( cd "$dir" && CARGO_MANIFEST_DIR="$dir" LLVM_PROFILE_FILE="$profile" "$exe" --exact "$name" --test-threads=1 -q < /dev/null > /dev/null 2>&1 )
+      status=$?
+      # The functions with a count: their (mangled) names.
+      "$tools/llvm-profdata" show --all-functions --counts "$profile" 2>/dev/null | awk '
+        /^  [^ ].*:$/ {{ name = substr($0, 3, length($0) - 3); next }}
+        /Function count:/ {{ if ($3 + 0 > 0) {{ print name; name = "" }} ; next }}
+        /Block counts:/ {{ if (name != "" && $0 ~ /[1-9]/) print name; name = "" }}' > "$out/ran/t$n.txt"
+      printf '%s\t%s\t%s\n' "$n" "$status" "$name" >> "$out/rust-tests.tsv"
+    ) < /dev/null &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs" ]; then wait; running=0; fi
   done < "$out/list.txt"
 done < "$out/executables.tsv"
+wait
 # Where each function is: one export of every test binary's map.
 ls "$out/prof" | grep '^t.*\.profraw$' | sed "s|^|$out/prof/|" > "$out/profiles.txt"
 set --
