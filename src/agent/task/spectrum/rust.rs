@@ -135,7 +135,7 @@ pub(super) fn target_dir(real_root: &Path) -> PathBuf {
 }
 
 /// The script the sandbox runs: find the toolchain's LLVM tools, build the
-/// tests instrumented, run each test alone and keep the lines it ran.
+/// tests instrumented, run each test alone and keep the functions it ran.
 pub(super) fn script(cargo_test: &str, out: &Path, target: &Path) -> String {
     let q = |p: &Path| super::shell_quote(&p.display().to_string());
     format!(
@@ -183,7 +183,9 @@ while IFS="$tab" read -r manifest exe; do
 done < "$out/executables.tsv"
 wait
 # Where each function is: one export of every test binary's map.
-ls "$out/prof" | grep '^t.*\.profraw$' | sed "s|^|$out/prof/|" > "$out/profiles.txt"
+for profile in "$out"/prof/t*.profraw; do
+  [ -e "$profile" ] && printf '%s\n' "$profile"
+done > "$out/profiles.txt"
 set --
 while IFS="$tab" read -r manifest exe; do
   if [ $# -eq 0 ]; then set -- "$exe"; else set -- "$@" -object "$exe"; fi
