@@ -488,6 +488,24 @@ impl SymbolLookup {
     }
 }
 
+/// What a converter ([`node`], [`rust`]) read, written in the Python
+/// tracer's format as `out/spectrum-{who}.json`; nothing when no test was
+/// read.
+fn write_converted(
+    out: &Path,
+    who: &str,
+    tests: Vec<serde_json::Value>,
+    functions: Vec<(String, u32, String)>,
+) {
+    if tests.is_empty() {
+        return;
+    }
+    let data = json!({ "tests": tests, "functions": functions });
+    if let Err(err) = std::fs::write(out.join(format!("spectrum-{who}.json")), data.to_string()) {
+        tracing::warn!("coverage: cannot write the {who} spectrum: {err}");
+    }
+}
+
 /// A fresh folder with the tracer in `lib/` and an empty `out/`.
 fn tracer_area() -> std::io::Result<tempfile::TempDir> {
     let parent = crate::agent::checkpoint::cache_dir().join("coverage");

@@ -108,13 +108,7 @@ pub(super) fn convert(out: &Path, real_root: &Path) {
             "functions": ran,
         }));
     }
-    if tests.is_empty() {
-        return;
-    }
-    let data = serde_json::json!({ "tests": tests, "functions": functions });
-    if let Err(err) = std::fs::write(out.join("spectrum-node.json"), data.to_string()) {
-        tracing::warn!("coverage: cannot write Node's spectrum: {err}");
-    }
+    super::write_converted(out, "node", tests, functions);
 }
 
 /// Where each line starts (character offsets, as V8 counts them for the

@@ -267,13 +267,7 @@ pub(super) fn convert(out: &Path, real_root: &Path) {
             "functions": ran,
         }));
     }
-    if tests.is_empty() {
-        return;
-    }
-    let data = serde_json::json!({ "tests": tests, "functions": entries });
-    if let Err(err) = std::fs::write(out.join("spectrum-rust.json"), data.to_string()) {
-        tracing::warn!("coverage: cannot write Rust's spectrum: {err}");
-    }
+    super::write_converted(out, "rust", tests, entries);
 }
 
 #[cfg(test)]
