@@ -77,6 +77,29 @@ impl<'a> Resolver<'a> {
         None
     }
 
+    /// A path printed on another machine — a server, a container, CI —
+    /// as the workspace file it names: `/srv/shop/app/config.py` is
+    /// `app/config.py` when the workspace has that file. The longest
+    /// suffix that is a workspace file wins (a bare name only at the
+    /// root: `/app/main.py` in a container); a toolchain's or a package
+    /// manager's path is never mapped, whatever its suffix.
+    pub fn resolve_elsewhere(&self, printed: &str) -> Option<String> {
+        let text = printed.trim().trim_matches(|c| c == '"' || c == '\'');
+        let text = text.strip_prefix("file://").unwrap_or(text);
+        let path = Path::new(text);
+        if !path.is_absolute() || is_toolchain_path(text) {
+            return None;
+        }
+        let parts: Vec<&str> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(part) => part.to_str(),
+                _ => None,
+            })
+            .collect();
+        (0..parts.len()).find_map(|skip| self.check(Path::new(&parts[skip..].join("/"))))
+    }
+
     /// `rel` normalised (`./` dropped), if it stays inside the root, is not
     /// dependency code, and is a file.
     fn check(&self, rel: &Path) -> Option<String> {
@@ -101,6 +124,25 @@ impl<'a> Resolver<'a> {
         let joined = parts.join("/");
         self.root.join(&joined).is_file().then_some(joined)
     }
+}
+
+/// Whether a path printed elsewhere is a toolchain's or a dependency's:
+/// Python's standard library (`lib/python3.12`), Rust's (`/rustc/<hash>`,
+/// `~/.rustup`), crates (`~/.cargo`), Go's (`go/src`, the module cache
+/// `pkg/mod`), and the dependency folders.
+fn is_toolchain_path(text: &str) -> bool {
+    let python_lib = |part: &str| {
+        part.strip_prefix("python")
+            .is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    text.split('/').any(|part| {
+        DEPENDENCY_DIRS.contains(&part)
+            || matches!(part, "rustc" | ".rustup" | ".cargo")
+            || python_lib(part)
+    }) || text.contains("/pkg/mod/")
+        || text.contains("/go/src/runtime/")
+        || text.starts_with("/usr/local/go/")
+        || text.starts_with("/usr/lib/go")
 }
 
 /// File name → workspace-relative paths, honouring .gitignore and skipping

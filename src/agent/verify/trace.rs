@@ -31,7 +31,11 @@ pub fn parse_trace(text: &str, root: &Path) -> Vec<TraceFrame> {
     let resolver = Resolver::new(root);
     let mut out: Vec<TraceFrame> = Vec::new();
     for (path, line, function) in raw_frames(text) {
-        let Some(path) = resolver.resolve(None, &path) else {
+        // A pasted trace was often printed on another machine.
+        let found = resolver
+            .resolve(None, &path)
+            .or_else(|| resolver.resolve_elsewhere(&path));
+        let Some(path) = found else {
             continue;
         };
         let frame = TraceFrame {
@@ -178,6 +182,35 @@ mod tests {
                 ("app/config.py".to_owned(), 22, Some("load".to_owned())),
                 ("app/cli.py".to_owned(), 9, Some("main".to_owned())),
             ]
+        );
+    }
+
+    #[test]
+    fn traces_printed_on_another_machine_map_by_their_suffix() {
+        let ws = workspace(&[
+            "ledger/dates.py",
+            "ledger/report.py",
+            "main.py",
+            "json/x.py",
+            "cmd/main.go",
+        ]);
+        let text = "Traceback (most recent call last):\n  File \"/app/main.py\", line 3, in <module>\n    run()\n  File \"/srv/ledger/ledger/report.py\", line 6, in row\n    return month_name(m)\n  File \"/usr/lib/python3.12/json/x.py\", line 1, in f\n    g()\n  File \"/home/ci/.venv/lib/site-packages/ledger/dates.py\", line 2, in g\n    h()\n  File \"/srv/ledger/ledger/dates.py\", line 14, in month_name\n    return MONTHS[month]\nIndexError: list index out of range\n";
+        assert_eq!(
+            frames(text, ws.path()),
+            [
+                (
+                    "ledger/dates.py".to_owned(),
+                    14,
+                    Some("month_name".to_owned())
+                ),
+                ("ledger/report.py".to_owned(), 6, Some("row".to_owned())),
+                ("main.py".to_owned(), 3, Some("<module>".to_owned())),
+            ]
+        );
+        let go = "panic: boom\n\ngoroutine 1 [running]:\nruntime.panic()\n\t/usr/local/go/src/runtime/panic.go:9 +0x1\nmain.main()\n\t/build/ledger/cmd/main.go:20 +0x25\n";
+        assert_eq!(
+            frames(go, ws.path()),
+            [("cmd/main.go".to_owned(), 20, Some("main.main".to_owned()))]
         );
     }
 
