@@ -59,7 +59,12 @@ impl Score {
         if self.checker_errors > 0 {
             parts.push(format!("{} checker error(s)", self.checker_errors));
         }
-        if self.broken {
+        if self.broken && self.failed > 0 {
+            parts.push(format!(
+                "a build or collection error ({} failed, {} passed)",
+                self.failed, self.passed
+            ));
+        } else if self.broken {
             parts.push("the test command failed without reporting test results".to_owned());
         } else {
             parts.push(format!("{} failed, {} passed", self.failed, self.passed));
@@ -403,8 +408,11 @@ pub async fn verify(
         tests_ok = ran.success();
         score.passed = parsed.passed.unwrap_or(0);
         score.failed = parsed.failed.unwrap_or(0);
-        if !tests_ok && score.failed == 0 {
-            // Failing without a count: a build error, a crash or a timeout.
+        if !tests_ok && (score.failed == 0 || parsed.build_failed) {
+            // Failing without a count — a build error, a crash or a
+            // timeout — or with a count of errors where the tests did not
+            // build or load (pytest's "1 error" of an import that breaks
+            // collection): never progress over tests that ran and failed.
             score.broken = true;
         }
         outcome = Some(ran);
@@ -507,6 +515,30 @@ mod tests {
             checks_for_model: String::new(),
             review: None,
         }
+    }
+
+    #[test]
+    fn tests_that_do_not_load_are_worse_than_tests_that_fail() {
+        let ran = Score {
+            rejected: false,
+            syntax_errors: 0,
+            checker_errors: 0,
+            broken: false,
+            failed: 5,
+            passed: 1,
+        };
+        // pytest's "1 error" when an import breaks collection.
+        let not_collected = Score {
+            broken: true,
+            failed: 1,
+            passed: 0,
+            ..ran
+        };
+        assert_eq!(not_collected.cmp_quality(&ran), Ordering::Greater);
+        assert_eq!(
+            not_collected.describe(),
+            "a build or collection error (1 failed, 0 passed)"
+        );
     }
 
     #[test]
