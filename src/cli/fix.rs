@@ -16,6 +16,9 @@ use crate::agent::prepare::{prepare, Notice, Overrides, Prepared};
 use crate::agent::undo::{self, UndoError};
 use crate::agent::{run_task, CheckGoal, EventKind, TaskEnv, TaskEvent, TaskStatus, DEFAULT_GOAL};
 
+/// The goal of `fettle fix --trace FILE` without `--goal`.
+const TRACE_GOAL: &str = "Fix the error in the stack trace given, where it starts (its innermost frame in the workspace), and keep the tests passing.";
+
 /// The goal of `fettle fix --check`.
 fn check_goal() -> String {
     format!(
@@ -28,7 +31,8 @@ use crate::model::{shorten_for_display, Models};
 
 #[derive(Debug, Args)]
 pub struct FixArgs {
-    /// What to achieve (default: "make the tests pass").
+    /// What to achieve (default: "make the tests pass"; with --trace, fix
+    /// the error in the trace).
     #[arg(long)]
     goal: Option<String>,
     /// The command that verifies the work (default: `agent.test_command`, else detected).
@@ -140,6 +144,9 @@ pub fn run(args: FixArgs) -> i32 {
     let goal = args.goal.clone().unwrap_or_else(|| {
         if args.check {
             check_goal()
+        } else if args.trace.is_some() {
+            // A crash from elsewhere: passing tests do not mean it is fixed.
+            TRACE_GOAL.to_owned()
         } else {
             DEFAULT_GOAL.to_owned()
         }

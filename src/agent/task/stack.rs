@@ -60,7 +60,17 @@ impl Task {
                 continue;
             };
             let lines: Vec<&str> = text.lines().collect();
-            let Some(span) = function_lines(&frame.path, &text, frame.line) else {
+            // A trace from another machine may come from another version
+            // of the file: past its end, the function it names is found by
+            // its definition.
+            let line = match frame.line as usize <= lines.len() {
+                true => Some(frame.line),
+                false => frame
+                    .function
+                    .as_deref()
+                    .and_then(|f| definition_line(&lines, f)),
+            };
+            let Some(span) = line.and_then(|l| function_lines(&frame.path, &text, l)) else {
                 continue;
             };
             if shown
@@ -86,6 +96,35 @@ impl Task {
             "{given}\nThe failure's stack, innermost first — the code it ran through (read it first):\n{out}"
         )
     }
+}
+
+/// The 1-based line that defines the function a trace names (its last
+/// path segment: `app::config::parse` → `parse`, `main.parse` → `parse`).
+fn definition_line(lines: &[&str], function: &str) -> Option<u32> {
+    let name = function
+        .rsplit(|c| c == ':' || c == '.')
+        .next()
+        .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_'))?;
+    let defines = |line: &str| {
+        let line = line.trim_start();
+        [
+            "def ",
+            "async def ",
+            "fn ",
+            "pub fn ",
+            "function ",
+            "async function ",
+            "func ",
+        ]
+        .iter()
+        .any(|kw| {
+            line.strip_prefix(kw)
+                .and_then(|rest| rest.strip_prefix(name))
+                .is_some_and(|rest| rest.starts_with(['(', '<']))
+        })
+    };
+    let at = lines.iter().position(|l| defines(l))?;
+    u32::try_from(at + 1).ok()
 }
 
 /// The 0-based line range of the function around 1-based `line` in `text`
@@ -119,7 +158,26 @@ fn function_lines(path: &str, text: &str, line: u32) -> Option<Range<usize>> {
 
 #[cfg(test)]
 mod tests {
-    use super::function_lines;
+    use super::{definition_line, function_lines};
+
+    #[test]
+    fn a_frame_past_the_end_is_found_by_its_function() {
+        let lines = [
+            "MONTHS = []",
+            "",
+            "def parse_date(text):",
+            "    pass",
+            "",
+            "def month_name(month):",
+            "    return MONTHS[month]",
+        ];
+        assert_eq!(definition_line(&lines, "month_name"), Some(6));
+        assert_eq!(definition_line(&lines, "ledger.dates.month_name"), Some(6));
+        assert_eq!(definition_line(&lines, "month"), None);
+        assert_eq!(definition_line(&lines, "<module>"), None);
+        let rust = ["impl Config {", "    pub fn parse<T>(s: &str) {}", "}"];
+        assert_eq!(definition_line(&rust, "app::Config::parse"), Some(2));
+    }
 
     #[test]
     fn a_frame_maps_to_its_function() {
