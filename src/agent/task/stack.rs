@@ -102,7 +102,7 @@ impl Task {
 /// path segment: `app::config::parse` → `parse`, `main.parse` → `parse`).
 fn definition_line(lines: &[&str], function: &str) -> Option<u32> {
     let name = function
-        .rsplit(|c| c == ':' || c == '.')
+        .rsplit([':', '.'])
         .next()
         .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_'))?;
     let defines = |line: &str| {
