@@ -13,19 +13,18 @@
 //! model's answer (stopped as soon as a newer request supersedes this one),
 //! then postprocess. A result for a document that changed meanwhile is
 //! discarded.
+mod ahead;
 mod document;
 mod prompt;
 mod sample;
+mod task;
 
 pub use document::DocumentState;
 
-use std::future::Future;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -46,6 +45,7 @@ use crate::syntax::Language;
 use document::InFlight;
 use prompt::{Prompt, Purpose, Target};
 use sample::{finish, sample, PostResult, Sampled};
+use task::{Detachable, TaskTimes};
 
 /// Documents up to this size are copied on the runtime for a request: the
 /// copy (25 µs p50 for 512 KiB on the 2-core dev machine) costs about as
@@ -442,123 +442,6 @@ impl Engine {
         (Outcome::Shown { from_cache: false }, model_time, answer)
     }
 
-    /// Evaluates, ahead of time, the prompt a request at the end of the
-    /// cursor's line would send, so that the first request nearby finds it
-    /// in the local model's cache with the whole context (instead of a
-    /// window cut to the latency target): at the cursor, at the line's end,
-    /// on a new line below (Vim's `o`) or above (`O`), the prompt starts
-    /// with what is cached (the layout is kept near a line, see
-    /// `prompt.rs`). For when the user has paused there; any real request
-    /// stops it. Does nothing for a remote model (nothing to warm), a
-    /// secret file, or where a suggestion is already cached.
-    pub async fn warm(self: &Arc<Self>, mut request: Request, env: Env<'_>) {
-        let Ok(model) = &env.model else { return };
-        if model.config().provider != crate::config::Provider::Local {
-            return;
-        }
-        let document = &request.document;
-        let secret = document
-            .uri
-            .to_file_path()
-            .is_ok_and(|p| crate::secrets::is_secret_path(&p));
-        if secret {
-            return;
-        }
-        let rope = &document.rope;
-        let line = rope.byte_to_line(request.cursor.min(rope.len_bytes()));
-        let line_end = rope
-            .get_line(line)
-            .map(|l| {
-                let text = l.to_string();
-                let content = text.trim_end_matches(['\n', '\r']).len();
-                rope.line_to_byte(line) + content
-            })
-            .unwrap_or(rope.len_bytes());
-        request.cursor = line_end;
-        let Some(at) = self.locate(&request, env.config).await else {
-            return;
-        };
-        if self.cache.lock().get(&at.key).is_some() {
-            return;
-        }
-        let model = model.clone();
-        // The trigger's decision is not asked: the requests this prepares
-        // are nearby, not necessarily here.
-        let target = Target {
-            cursor: at.cursor,
-            line,
-            multiline: false,
-            stop: Vec::new(),
-        };
-        let built = prompt::build(
-            self,
-            &request,
-            &env,
-            &model,
-            &at.text,
-            target,
-            Purpose::Warm,
-        );
-        let Some(Prompt { fim, .. }) = built.await else {
-            return;
-        };
-        if is_stale(&request.revision) {
-            return;
-        }
-        tracing::debug!(uri = %request.document.uri, line, "warming the completion prompt");
-        model.warm(fim);
-    }
-
-    /// Builds, ahead of time, the prompt a request at `request.cursor`
-    /// would send, and keeps it in the document's state: the request that
-    /// comes while nothing it depends on changed (text, cursor, the other
-    /// open documents, syntax errors, the index, the redactor, the layout,
-    /// the configuration) sends it as is, without gathering context again.
-    /// For after an edit's analysis, at the edit's end, where the user
-    /// paused. Nothing is built in a secret file, where the trigger would
-    /// not complete, or where a suggestion is already cached.
-    pub async fn prepare(self: &Arc<Self>, request: Request, env: Env<'_>) {
-        let Ok(model) = &env.model else { return };
-        let secret = request
-            .document
-            .uri
-            .to_file_path()
-            .is_ok_and(|p| crate::secrets::is_secret_path(&p));
-        if secret || request.selected.is_some() {
-            return;
-        }
-        let Some(at) = self.locate(&request, env.config).await else {
-            return;
-        };
-        let Decision::Complete {
-            multiline, stop, ..
-        } = at.decision
-        else {
-            return;
-        };
-        if self.cache.lock().get(&at.key).is_some() {
-            tracing::debug!("no prompt built ahead: a suggestion is cached there");
-            return;
-        }
-        let model = sample::with_deadline(model.clone(), env.config);
-        let target = Target {
-            cursor: at.cursor,
-            line: request.document.rope.byte_to_line(request.cursor),
-            multiline,
-            stop,
-        };
-        let built = prompt::build(
-            self,
-            &request,
-            &env,
-            &model,
-            &at.text,
-            target,
-            Purpose::Ahead,
-        );
-        built.await;
-    }
-
     /// The text at the cursor (the selected menu item put in), the
     /// trigger's decision and the cache key. A large document is copied on
     /// the blocking pool (milliseconds for megabytes); up to
@@ -645,79 +528,6 @@ impl Engine {
                 }
             })
             .collect()
-    }
-}
-
-/// A future polled in place by the request that started it which, if
-/// dropped before it finishes, goes on as a task of its own.
-struct Detachable<F: Future + Send + 'static> {
-    work: Option<Pin<Box<F>>>,
-}
-
-impl<F: Future + Send + 'static> Detachable<F>
-where
-    F::Output: Send,
-{
-    fn new(work: F) -> Self {
-        Detachable {
-            work: Some(Box::pin(work)),
-        }
-    }
-}
-
-impl<F: Future + Send + 'static> Future for Detachable<F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let Some(work) = self.work.as_mut() else {
-            return Poll::Pending; // Finished: never polled again by select.
-        };
-        let output = std::task::ready!(work.as_mut().poll(cx));
-        self.work = None;
-        Poll::Ready(output)
-    }
-}
-
-impl<F: Future + Send + 'static> Drop for Detachable<F> {
-    fn drop(&mut self) {
-        let Some(work) = self.work.take() else { return };
-        // Outside a runtime (the process is ending) there is nobody to
-        // finish it for.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                work.await;
-            });
-        }
-    }
-}
-
-/// When the model request of an automatic request reached each point.
-struct TaskTimes {
-    polled: Instant,
-    http: crate::model::timing::SharedMarks,
-    streamed: Option<Instant>,
-    finished: Option<Instant>,
-}
-
-impl TaskTimes {
-    fn start() -> Self {
-        TaskTimes {
-            polled: Instant::now(),
-            http: Default::default(),
-            streamed: None,
-            finished: None,
-        }
-    }
-
-    /// The model's stages, `spawned` being when the task was spawned.
-    fn record(&self, spawned: Instant, stages: &mut StageTimes) {
-        let http = *self.http.lock();
-        stages.between(Stage::Spawn, Some(spawned), Some(self.polled));
-        stages.between(Stage::Send, Some(self.polled), http.sent);
-        stages.between(Stage::FirstByte, http.sent, http.headers);
-        stages.between(Stage::Stream, http.headers, self.streamed);
-        stages.between(Stage::Postprocess, self.streamed, self.finished);
-        stages.between(Stage::Join, self.finished, Some(Instant::now()));
     }
 }
 
