@@ -3,11 +3,16 @@
 //! `docs/configuration.md` documents each key; keep the two in step.
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 pub use super::check::CheckConfig;
+
+mod agent;
+mod model;
+
+pub use agent::AgentConfig;
+pub use model::{expand_home, ModelConfig};
 
 /// Name of the model that always exists and that features use by default.
 pub const BUILTIN_MODEL: &str = "local";
@@ -155,156 +160,6 @@ impl Default for LogConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModelConfig {
-    /// Required for every model except the built-in one, whose default layer sets it.
-    pub provider: Provider,
-    /// Weights file; only for `provider = "local"`. May start with `~/`.
-    #[serde(default)]
-    pub path: Option<String>,
-    /// `resolve()` fills in the provider's default when unset (not for `local`).
-    #[serde(default)]
-    pub base_url: Option<String>,
-    /// The model name sent to the server.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// The NAME of the environment variable holding the API key.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    #[serde(default)]
-    pub fim_template: FimTemplate,
-    #[serde(default = "default_model_max_tokens")]
-    pub max_tokens: u32,
-    #[serde(default = "default_temperature")]
-    pub temperature: f64,
-    /// Time to the first byte of the answer (headers, or the first streamed
-    /// token for the local model), in milliseconds.
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-    /// Time to establish the TCP/TLS connection, in milliseconds.
-    #[serde(default = "default_connect_timeout_ms")]
-    pub connect_timeout_ms: u64,
-    /// Whole-request limit including streaming, in milliseconds.
-    #[serde(default = "default_total_timeout_ms")]
-    pub total_timeout_ms: u64,
-    /// Retries on 429, 5xx and connection errors, before any output arrived.
-    #[serde(default = "default_max_retries")]
-    pub max_retries: u32,
-    /// Local model only: context window in tokens (the KV cache size).
-    #[serde(default = "default_context_tokens")]
-    pub context_tokens: u32,
-    /// Local model only: inference threads; 0 means one per CPU core.
-    #[serde(default)]
-    pub threads: u32,
-    /// Local model only: when its weights are the default model's and
-    /// missing, `fettle serve` and `fettle fix` install them (verified)
-    /// instead of only saying how.
-    #[serde(default = "default_true")]
-    pub auto_fetch: bool,
-    /// Merged into every request body.
-    #[serde(default)]
-    pub extra_body: serde_json::Map<String, serde_json::Value>,
-}
-
-fn default_model_max_tokens() -> u32 {
-    128
-}
-fn default_temperature() -> f64 {
-    0.2
-}
-fn default_timeout_ms() -> u64 {
-    5000
-}
-fn default_connect_timeout_ms() -> u64 {
-    2000
-}
-fn default_total_timeout_ms() -> u64 {
-    120_000
-}
-fn default_max_retries() -> u32 {
-    2
-}
-fn default_context_tokens() -> u32 {
-    4096
-}
-fn default_true() -> bool {
-    true
-}
-
-impl ModelConfig {
-    /// A model of `provider` with every other field at its default.
-    pub fn new(provider: Provider) -> Self {
-        Self {
-            provider,
-            path: None,
-            base_url: None,
-            model: None,
-            api_key_env: None,
-            fim_template: FimTemplate::Auto,
-            max_tokens: default_model_max_tokens(),
-            temperature: default_temperature(),
-            timeout_ms: default_timeout_ms(),
-            connect_timeout_ms: default_connect_timeout_ms(),
-            total_timeout_ms: default_total_timeout_ms(),
-            max_retries: default_max_retries(),
-            context_tokens: default_context_tokens(),
-            threads: 0,
-            auto_fetch: true,
-            extra_body: serde_json::Map::new(),
-        }
-    }
-    pub fn builtin_local() -> Self {
-        Self {
-            path: Some(DEFAULT_LOCAL_MODEL_PATH.to_string()),
-            // As every embedded model's (see `config::resolve`).
-            total_timeout_ms: CODER_TOTAL_TIMEOUT_MS,
-            ..Self::new(Provider::Local)
-        }
-    }
-    /// A built-in coder model, installed by `fettle model fetch NAME` next
-    /// to the default one. Never fetched on first use: it is hundreds of MB
-    /// to a GB, which a user asks for.
-    pub fn builtin_coder(file: &str) -> Self {
-        let dir = DEFAULT_LOCAL_MODEL_PATH
-            .rsplit_once('/')
-            .map_or("~/.cache/fettle/models", |(dir, _)| dir);
-        Self {
-            path: Some(format!("{dir}/{file}")),
-            auto_fetch: false,
-            // The agent's first message shows the failing code and tests
-            // (3–5k tokens); the KV cache of 8k is ~230 MB for the 1.5B.
-            context_tokens: CODER_CONTEXT_TOKENS,
-            // An agent turn prefills a few thousand tokens at ~20 a second
-            // on a laptop CPU: minutes, not the default two. The task has
-            // its own budget (`agent.timeout_s`).
-            total_timeout_ms: CODER_TOTAL_TIMEOUT_MS,
-            ..Self::new(Provider::Local)
-        }
-    }
-    /// `base_url` or, when unset, the provider's default (`None` for `local`).
-    pub fn effective_base_url(&self) -> Option<&str> {
-        self.base_url
-            .as_deref()
-            .or(self.provider.default_base_url())
-    }
-    /// `path` with a leading `~/` expanded against `$HOME`.
-    pub fn expanded_path(&self) -> Option<PathBuf> {
-        self.path.as_deref().map(expand_home)
-    }
-}
-
-/// Expands a leading `~/` (or a lone `~`) to `$HOME`; other paths are returned as is.
-pub fn expand_home(path: &str) -> PathBuf {
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
-    match (path.strip_prefix('~'), home) {
-        (Some(""), Some(home)) => PathBuf::from(home),
-        (Some(rest), Some(home)) if rest.starts_with('/') => {
-            PathBuf::from(home).join(rest.trim_start_matches('/'))
-        }
-        _ => PathBuf::from(path),
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CompletionConfig {
     pub enabled: bool,
@@ -406,110 +261,6 @@ impl EditAction {
             instruction: instruction.to_owned(),
         })
         .collect()
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AgentConfig {
-    pub model: String,
-    /// Empty means auto-detect.
-    pub test_command: String,
-    pub max_iterations: u32,
-    pub max_tool_calls: u32,
-    pub max_tokens: u64,
-    pub timeout_s: u64,
-    /// Policy for commands other than the test command.
-    pub commands: CommandPolicy,
-    /// Limit for one run of the test command; its whole process group is killed after it.
-    pub test_timeout_s: u64,
-    /// Limit for one `run_command`.
-    pub command_timeout_s: u64,
-    /// Environment variables passed to tests and commands although their
-    /// names look secret (contain KEY, TOKEN, SECRET or PASSWORD).
-    pub allow_env: Vec<String>,
-    /// Address-space limit for tests and commands, in MiB; 0: no limit.
-    pub memory_limit_mb: u64,
-    /// How tests and commands are sandboxed: `auto` (the strongest the
-    /// system supports), `workspace` (require it) or `off`.
-    pub sandbox: SandboxMode,
-    /// More directories sandboxed commands may write to.
-    pub sandbox_writable: Vec<String>,
-    /// Whether sandboxed tests and commands may use the network.
-    pub sandbox_network: bool,
-    /// Workspace-relative paths (a trailing `/` for a directory) that file
-    /// tools refuse to write and commands see read-only, beyond the
-    /// built-in ones (`.git/`, `fettle.toml`, `.fettle/`, the test command's
-    /// script).
-    pub protected_paths: Vec<String>,
-    /// Whether file tools may read or write a regular file with more than
-    /// one hard link (its other name may be outside the workspace).
-    pub allow_hardlinks: bool,
-    /// What the agent does when a file it needs to change is open in the
-    /// editor with unsaved changes.
-    pub unsaved_buffers: UnsavedBuffers,
-    /// The prompt the model gets: `compact` (made for a small model:
-    /// short, three tools, each attempt afresh), `full`, or `auto`
-    /// (compact for a `local` model).
-    pub prompt: AgentPrompt,
-    /// Candidate fixes drafted per attempt, each verified in its own copy
-    /// of the workspace, the best applied; 1: a single line of attempts.
-    pub candidates: u32,
-    /// With candidates: before the model's, try small mechanical changes
-    /// to the suspected functions (an operator, a literal, two arguments,
-    /// a name), each tested in a copy; the first that passes is applied.
-    pub mutants: bool,
-    /// Before a task reports success, a reviewer reads the change, the
-    /// goal and the test results and may reject it (one more round).
-    pub review: bool,
-    /// The reviewer's model; empty: the agent's own.
-    pub review_model: String,
-    /// When the tests fail before any change, bisect the git history for
-    /// the commit that broke them.
-    pub bisect: bool,
-    /// Before changing code for a goal, write tests for it that fail, then
-    /// make them pass.
-    pub tests_first: bool,
-    /// Plan first: a short numbered plan before the first attempt, revised
-    /// after a failed one.
-    pub plan: bool,
-    /// Ask the user to approve the plan before any change.
-    pub plan_approval: bool,
-    /// When Python tests fail before any change, run them once more
-    /// recording the functions each test runs, to rank where the fault is.
-    pub coverage: bool,
-}
-impl Default for AgentConfig {
-    fn default() -> Self {
-        Self {
-            model: BUILTIN_MODEL.to_string(),
-            test_command: String::new(),
-            max_iterations: 8,
-            max_tool_calls: 60,
-            max_tokens: 200_000,
-            timeout_s: 900,
-            commands: CommandPolicy::Ask,
-            test_timeout_s: 600,
-            command_timeout_s: 120,
-            allow_env: Vec::new(),
-            memory_limit_mb: 8192,
-            sandbox: SandboxMode::Auto,
-            sandbox_writable: Vec::new(),
-            sandbox_network: false,
-            protected_paths: Vec::new(),
-            allow_hardlinks: false,
-            unsaved_buffers: UnsavedBuffers::Ask,
-            prompt: AgentPrompt::Auto,
-            candidates: 1,
-            mutants: true,
-            review: false,
-            review_model: String::new(),
-            bisect: false,
-            tests_first: false,
-            plan: false,
-            plan_approval: false,
-            coverage: true,
-        }
     }
 }
 
