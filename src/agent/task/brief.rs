@@ -131,6 +131,28 @@ impl Task {
     /// best-ranked files (the test file imports the code) — each a
     /// fallback, so a file more costs prefill only when nothing was shown.
     pub(super) fn code_under_test(&self, focus: &crate::agent::repo_map::Focus) -> String {
+        let files = self.code_files(focus);
+        if files.is_empty() {
+            return String::new();
+        }
+        let mut out =
+            "\nThe code to fix (the files the failure points to that you may change):\n".to_owned();
+        for (rel, text) in &files {
+            out.push_str(&self.boundary.data("file", rel, text.trim_end()));
+            out.push('\n');
+        }
+        // Last, where a small model looks: shown its code, it otherwise
+        // tends to answer with that code unchanged.
+        out.push_str(prompt::FIX_THE_CODE_SHOWN);
+        out
+    }
+
+    /// The files [`Self::code_under_test`] shows: workspace-relative path
+    /// and text, at most [`LOCAL_CODE_FILES`].
+    pub(super) fn code_files(
+        &self,
+        focus: &crate::agent::repo_map::Focus,
+    ) -> Vec<(String, String)> {
         let definers = || {
             focus
                 .identifiers
@@ -146,7 +168,7 @@ impl Task {
                 .map(|(path, _)| path)
                 .collect::<Vec<_>>()
         };
-        let mut out = String::new();
+        let mut out: Vec<(String, String)> = Vec::new();
         let mut shown = 0;
         let mut seen = std::collections::HashSet::new();
         let tiers: [&dyn Fn() -> Vec<PathBuf>; 3] = [&|| focus.paths.clone(), &definers, &ranked];
@@ -171,20 +193,9 @@ impl Task {
                 if text.len() > LOCAL_CODE_BYTES {
                     continue;
                 }
-                if shown == 0 {
-                    out.push_str(
-                        "\nThe code to fix (the files the failure points to that you may change):\n",
-                    );
-                }
-                out.push_str(&self.boundary.data("file", &rel, text.trim_end()));
-                out.push('\n');
+                out.push((rel, text));
                 shown += 1;
             }
-        }
-        if shown > 0 {
-            // Last, where a small model looks: shown its code, it otherwise
-            // tends to answer with that code unchanged.
-            out.push_str(prompt::FIX_THE_CODE_SHOWN);
         }
         out
     }

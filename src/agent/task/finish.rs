@@ -10,8 +10,11 @@ use super::check::{self, Verification};
 use super::explain::{self, StopCause};
 use super::files::TreeBytes;
 use super::{prompt, Task};
-use crate::agent::types::{EventKind, TaskResult};
+use crate::agent::types::{EventKind, TaskResult, TaskStatus};
 use crate::model::Message;
+
+/// After a success with a trace the tests did not reproduce.
+const TRACE_UNREPRODUCED: &str = "Note: the tests passed before this change too — they do not reproduce the error in the trace, so nothing checked that this change fixes it. Read the diff, or run again with `--goal \"…\" --tests-first` to have a test that reproduces it written first.";
 
 impl Task {
     pub(super) async fn give_up(
@@ -129,6 +132,13 @@ impl Task {
         let summary = match self.review_note() {
             Some(note) => format!("{summary}\n\n{note}"),
             None => summary,
+        };
+        let summary = match self.trace_unreproduced
+            && self.tests_written.is_empty()
+            && status == TaskStatus::Success
+        {
+            true => format!("{summary}\n\n{TRACE_UNREPRODUCED}"),
+            false => summary,
         };
         let editor_notes = self.files.finish(status.as_str());
         let summary = match self.files.unrestorable_note() {

@@ -189,6 +189,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         bisect_note: None,
         bisect_json: None,
         tests_written: Vec::new(),
+        trace_unreproduced: false,
         plan: Default::default(),
     };
     task.run().await
@@ -294,6 +295,9 @@ pub(crate) struct Task {
     bisect_json: Option<serde_json::Value>,
     /// The test files written first (`--tests-first`).
     tests_written: Vec<String>,
+    /// A trace was given and the tests passed before any change: they do
+    /// not reproduce its error, so success does not show it is fixed.
+    trace_unreproduced: bool,
     /// The plan (`agent.plan`).
     plan: plan::PlanState,
 }
@@ -327,6 +331,7 @@ impl Task {
             );
             return self.finish(cause, Some(&baseline)).await;
         }
+        self.trace_unreproduced = baseline.passed && self.spec.trace.is_some();
         if baseline.passed && self.spec.nothing_to_do_when_passing() {
             self.last_text = if self.spec.goal_is_tests() {
                 "The tests already pass; nothing to do."

@@ -46,8 +46,8 @@ impl Task {
                 "Tests first: writing tests for the goal (attempt {attempt} of {TEST_ATTEMPTS})"
             ));
             let text = match &feedback {
-                None => self.tests_first_message(),
-                Some(why) => format!("{}\n{why}", self.tests_first_message()),
+                None => self.tests_first_message(baseline),
+                Some(why) => format!("{}\n{why}", self.tests_first_message(baseline)),
             };
             let system = match self.compact_prompt() {
                 true => self.boundary.local_system_prompt(),
@@ -106,7 +106,28 @@ impl Task {
         Ok(v)
     }
 
-    fn tests_first_message(&self) -> String {
+    /// The goal, the code it is about — the files it names, the functions
+    /// on a given trace — and what to write: tests that call what exists by
+    /// its real names and arguments (without the code, the 1.5B wrote
+    /// tests for a signature it guessed).
+    fn tests_first_message(&self, baseline: &Verification) -> String {
+        let focus = self.focus_of_failure(baseline);
+        let mut context = self.stack_functions(baseline);
+        let files = self.code_files(&focus);
+        if !files.is_empty() {
+            context.push_str(
+                "\nThe code the goal is about (the tests call it; do not change it yet):\n",
+            );
+            for (rel, text) in &files {
+                context.push_str(&self.boundary.data("file", rel, text.trim_end()));
+                context.push('\n');
+            }
+        }
+        let ask = self.tests_first_request();
+        format!("{context}\n{ask}")
+    }
+
+    fn tests_first_request(&self) -> String {
         format!(
             "Goal: {}\n\nBefore changing any code, write tests for this goal: new test functions in the project's test files, or a new test file beside the code (name it as the project's tests are named). Change no other file — the code comes after, once the tests fail. Write the tests with `write_file` or `edit`, or answer with the whole test file in one fenced code block whose first line is a comment naming the file (`# tests/test_x.py`). The tests run with {}.",
             prompt::defuse(self.spec.goal.trim()),
@@ -141,12 +162,59 @@ impl Task {
             );
         }
         if v.passed || v.score.failed <= baseline.score.failed {
+            if let Some(copy) = self.copied_definition() {
+                return Err(format!("pass already: {copy}"));
+            }
             return Err("pass already: they do not test what the goal asks for".to_owned());
         }
         if v.score.passed < baseline.score.passed {
             return Err("make tests that passed before fail".to_owned());
         }
         Ok(())
+    }
+
+    /// A test file written that defines, at its top level, a function the
+    /// project's code defines: a copy that the tests then check (seen: the
+    /// 1.5B wrote its own `def gcd` into test_gcd.py, whose tests passed at
+    /// once). The hint to import the project's instead (Python).
+    fn copied_definition(&self) -> Option<String> {
+        for path in self.files.changed_files() {
+            let rel = self.files.paths.relative(&path);
+            if !is_test_file(&rel) {
+                continue;
+            }
+            let Some(text) = self.files.text(&path) else {
+                continue;
+            };
+            for line in text.lines() {
+                let Some(rest) = line
+                    .strip_prefix("def ")
+                    .or_else(|| line.strip_prefix("async def "))
+                else {
+                    continue;
+                };
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if name.is_empty() || name.starts_with("test") {
+                    continue;
+                }
+                let home = self
+                    .index
+                    .definitions(&name)
+                    .into_iter()
+                    .map(|d| self.files.paths.relative(&d.path))
+                    .find(|home| *home != rel && !is_test_file(home) && home.ends_with(".py"));
+                if let Some(home) = home {
+                    let module = home.trim_end_matches(".py").replace('/', ".");
+                    return Some(format!(
+                        "{rel} defines `{name}` itself — a copy, which the tests then check — instead of importing the project's: remove the copy, import it (`from {module} import {name}`) and test that"
+                    ));
+                }
+            }
+        }
+        None
     }
 
     /// A fenced block naming a test file that does not exist yet: written
