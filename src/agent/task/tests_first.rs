@@ -12,6 +12,7 @@ use serde_json::json;
 use super::check::Verification;
 use super::explain::StopCause;
 use super::{prompt, Task};
+use crate::agent::checkers::Severity;
 use crate::agent::edit::FencedBlock;
 use crate::agent::types::EventKind;
 use crate::agent::verify::is_test_file;
@@ -139,6 +140,35 @@ impl Task {
     fn right_reason(&self, baseline: &Verification, v: &Verification) -> Result<(), String> {
         if !v.syntax.is_empty() {
             return Err(format!("do not parse ({})", v.syntax.join("; ")));
+        }
+        // Tests the checkers reject (`gcd` used and never imported: the
+        // 1.5B's tests failed with a NameError, which passed for "not
+        // written yet", and the loop that followed could not change them).
+        // By the path inside the workspace: a checker may print the root
+        // another way (a symlink resolved).
+        let written: Vec<String> = self
+            .files
+            .changed_files()
+            .iter()
+            .map(|p| self.files.paths.relative(p))
+            .collect();
+        // `verify` keeps the checkers' report in `last_checks`.
+        let lint: Vec<String> = self
+            .last_checks
+            .iter()
+            .flat_map(|c| c.diagnostics())
+            .filter(|d| d.severity == Severity::Error)
+            .filter_map(|d| {
+                let rel = written.iter().find(|rel| d.path.ends_with(rel.as_str()))?;
+                Some(format!("{rel}: {}", d.message))
+            })
+            .take(3)
+            .collect();
+        if !lint.is_empty() {
+            return Err(format!(
+                "have errors the checkers report ({}): import what they test, and correct them",
+                lint.join("; ")
+            ));
         }
         // A test that imports what the goal asks for fails to load until
         // it exists (and pytest then stops the whole run): the right
