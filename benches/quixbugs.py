@@ -583,6 +583,23 @@ def parse_result(stdout):
     return None
 
 
+def run_fettle(cmd, cwd, env, out_path, err_path, timeout):
+    """Runs `fettle fix` in its own process group, stdout and stderr to
+    files, killed (the group) at `timeout`. Returns (exit code, killed, seconds)."""
+    start = time.monotonic()
+    killed = False
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                             start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            killed = True
+            kill_group(p)
+            rc = p.returncode
+    return rc, killed, time.monotonic() - start
+
+
 def run_task(t, args, env, workdir, mock_script):
     tdir = os.path.join(workdir, "run", t.name)
     shutil.rmtree(tdir, ignore_errors=True)
@@ -614,18 +631,7 @@ def run_task(t, args, env, workdir, mock_script):
         cmd[2:2] = ["--review"]
     out_path = os.path.join(tdir, "stdout.json")
     err_path = os.path.join(tdir, "stderr.log")
-    start = time.monotonic()
-    killed = False
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        p = subprocess.Popen(cmd, cwd=ws, env=fenv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                             start_new_session=True)
-        try:
-            rc = p.wait(timeout=args.timeout_s + args.kill_grace_s)
-        except subprocess.TimeoutExpired:
-            killed = True
-            kill_group(p)
-            rc = p.returncode
-    seconds = time.monotonic() - start
+    rc, killed, seconds = run_fettle(cmd, ws, fenv, out_path, err_path, args.timeout_s + args.kill_grace_s)
     if mock:
         kill_group(mock)
     with open(out_path, encoding="utf-8", errors="replace") as f:

@@ -50,14 +50,12 @@ Reproduce
 import argparse
 import ast
 import datetime
-import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quixbugs as qb  # noqa: E402  (the workspace code is shared)
@@ -165,19 +163,8 @@ def run_task(t, args, env, workdir, mock_script):
     if args.mode == "tests-first":
         cmd.append("--tests-first")
     cmd.append(ws)
-    start = time.monotonic()
-    killed = False
-    with open(os.path.join(tdir, "stdout.json"), "wb") as out, \
-            open(os.path.join(tdir, "stderr.log"), "wb") as err:
-        p = subprocess.Popen(cmd, cwd=ws, env=fenv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                             start_new_session=True)
-        try:
-            rc = p.wait(timeout=args.timeout_s + qb.KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            killed = True
-            qb.kill_group(p)
-            rc = p.returncode
-    seconds = time.monotonic() - start
+    rc, killed, seconds = qb.run_fettle(cmd, ws, fenv, os.path.join(tdir, "stdout.json"),
+                                        os.path.join(tdir, "stderr.log"), args.timeout_s + qb.KILL_GRACE_S)
     if mock:
         qb.kill_group(mock)
     result = qb.parse_result(read(os.path.join(tdir, "stdout.json")) or "")
