@@ -600,6 +600,25 @@ def run_fettle(cmd, cwd, env, out_path, err_path, timeout):
     return rc, killed, time.monotonic() - start
 
 
+def keep_task(tdir, keep, name):
+    """Moves a task's folder (workspace, logs, config) under `keep`/`name`
+    when --keep was given, and deletes it."""
+    if keep:
+        dest = os.path.join(os.path.expanduser(keep), name)
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(tdir, dest, symlinks=True)
+    shutil.rmtree(tdir, ignore_errors=True)
+
+
+def check_fettle_and_model(args):
+    """--fettle made absolute and executable, --model-path a file: or exit."""
+    args.fettle = os.path.abspath(os.path.expanduser(args.fettle))
+    if not os.access(args.fettle, os.X_OK):
+        raise SystemExit(f"--fettle {args.fettle}: not an executable")
+    if getattr(args, "model_path", None) and not os.path.isfile(os.path.expanduser(args.model_path)):
+        raise SystemExit(f"--model-path {args.model_path}: no such file")
+
+
 def run_task(t, args, env, workdir, mock_script):
     tdir = os.path.join(workdir, "run", t.name)
     shutil.rmtree(tdir, ignore_errors=True)
@@ -707,11 +726,7 @@ def run_task(t, args, env, workdir, mock_script):
     }
     if result and r.get("status") == "success" and not fixed:
         record["note"] = "fettle said success, but the tests fail when run again"
-    if args.keep:
-        dest = os.path.join(os.path.expanduser(args.keep), t.name)
-        shutil.rmtree(dest, ignore_errors=True)
-        shutil.copytree(tdir, dest, symlinks=True)
-    shutil.rmtree(tdir, ignore_errors=True)
+    keep_task(tdir, args.keep, t.name)
     return record
 
 

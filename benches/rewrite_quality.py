@@ -737,11 +737,7 @@ def main():
         names = names[:args.limit]
     instructions = ["doc", "simplify"] if args.instruction == "both" else [args.instruction]
 
-    args.fettle = os.path.abspath(os.path.expanduser(args.fettle))
-    if not os.access(args.fettle, os.X_OK):
-        raise SystemExit(f"--fettle {args.fettle}: not an executable")
-    if args.model_path and not os.path.isfile(os.path.expanduser(args.model_path)):
-        raise SystemExit(f"--model-path {args.model_path}: no such file")
+    qb.check_fettle_and_model(args)
     python3, bindir, pytest_version = qb.find_python(args.python)
     env = qb.test_env(bindir)
     version = subprocess.run([args.fettle, "--version"], stdout=subprocess.PIPE,

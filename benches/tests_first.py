@@ -207,11 +207,7 @@ def run_task(t, args, env, workdir, mock_script):
         "held_out_output": held_out if not implemented else None,
         "stderr_tail": qb._clip(read(os.path.join(tdir, "stderr.log")) or "", 3000, tail=True),
     }
-    if args.keep:
-        dest = os.path.join(os.path.expanduser(args.keep), t.name)
-        shutil.rmtree(dest, ignore_errors=True)
-        shutil.copytree(tdir, dest, symlinks=True)
-    shutil.rmtree(tdir, ignore_errors=True)
+    qb.keep_task(tdir, args.keep, t.name)
     return record
 
 
@@ -273,11 +269,7 @@ def main():
         if unknown:
             raise SystemExit(f"--only: no such program(s): {', '.join(unknown)}")
         names = [n for n in names if n in wanted]
-    args.fettle = os.path.abspath(os.path.expanduser(args.fettle))
-    if not os.access(args.fettle, os.X_OK):
-        raise SystemExit(f"--fettle {args.fettle}: not an executable")
-    if args.model_path and not os.path.isfile(os.path.expanduser(args.model_path)):
-        raise SystemExit(f"--model-path {args.model_path}: no such file")
+    qb.check_fettle_and_model(args)
     python3, bindir, pytest_version = qb.find_python(args.python)
     env = qb.test_env(bindir)
     mock_script = os.path.abspath(os.path.expanduser(args.mock_script)) if args.mock_script else None
