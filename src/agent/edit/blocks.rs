@@ -38,22 +38,95 @@ pub fn fenced_blocks(text: &str) -> Vec<FencedBlock> {
         };
         let close = (i + 1..lines.len()).find(|&j| closes(lines[j], fence));
         let Some(close) = close else { break };
-        let mut words = info.split_whitespace();
-        let language = words
-            .next()
-            .map(|w| w.trim_matches(|c: char| c == '{' || c == '}' || c == '.'))
-            .filter(|w| !w.is_empty() && !looks_like_file(w))
-            .map(str::to_owned);
-        let previous = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
-        let file_hint = file_name_in(info).or_else(|| previous.and_then(|l| file_name_in(l)));
-        out.push(FencedBlock {
-            language,
-            file_hint,
-            code: lines[i + 1..close].join("\n"),
-        });
+        out.push(block_of(&lines, i, info, close));
         i = close + 1;
     }
     out
+}
+
+/// The block an answer leaves open at its end — cut off by its token
+/// limit — with its complete lines only (the line the cut fell in is
+/// dropped). `None` when every block closes. Used for a new test file
+/// while writing tests first: the 1.5B repeated asserts until its limit,
+/// and the tests it had written before were lost.
+pub fn unclosed_block(text: &str) -> Option<FencedBlock> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let Some((fence, info)) = opening_fence(lines[i]) else {
+            i += 1;
+            continue;
+        };
+        match (i + 1..lines.len()).find(|&j| closes(lines[j], fence)) {
+            Some(close) => i = close + 1,
+            None => {
+                // A text ending in a newline ends with a complete line.
+                let end = match text.ends_with('\n') {
+                    true => lines.len(),
+                    false => lines.len() - 1,
+                };
+                return Some(block_of(&lines, i, info, end.max(i + 1)));
+            }
+        }
+    }
+    None
+}
+
+/// The longest beginning of `code`, cut at a line, that parses as
+/// `language` without a syntax error and still defines something: what an
+/// answer cut off mid-statement had complete. `None` when no such
+/// beginning exists.
+pub fn complete_beginning(language: Language, code: &str) -> Option<String> {
+    let lines: Vec<&str> = code.lines().collect();
+    // Each try parses the whole beginning again: a bound on the work for
+    // a long answer (a cut statement is rarely more than a few lines).
+    const MAX_LINES_DROPPED: usize = 40;
+    for keep in (lines.len().saturating_sub(MAX_LINES_DROPPED)..=lines.len()).rev() {
+        let text = lines[..keep].join("\n");
+        if text.trim().is_empty() {
+            return None;
+        }
+        // A parser may take `def f():` at the end for a function with an
+        // empty body; the language does not.
+        if ends_open(&text) {
+            continue;
+        }
+        // `None`: it does not parse yet; a beginning that parses and
+        // defines nothing will not define more when shorter.
+        if let Some(definitions) = outer_definitions(language, &text) {
+            return (!definitions.is_empty()).then(|| format!("{}\n", text.trim_end()));
+        }
+    }
+    None
+}
+
+/// Whether the last line of `text` leaves something open: a block, a
+/// bracket, an expression or a line continued.
+fn ends_open(text: &str) -> bool {
+    let last = text
+        .lines()
+        .rev()
+        .map(str::trim_end)
+        .find(|l| !l.trim().is_empty());
+    last.is_some_and(|l| l.ends_with([':', '{', '(', '[', ',', '\\', '=', '+', '-', '*', '/']))
+}
+
+/// The block whose opening fence is line `open` (`info` after it) and
+/// whose code runs up to line `end` (excluded).
+fn block_of(lines: &[&str], open: usize, info: &str, end: usize) -> FencedBlock {
+    let mut words = info.split_whitespace();
+    let language = words
+        .next()
+        .map(|w| w.trim_matches(|c: char| c == '{' || c == '}' || c == '.'))
+        .filter(|w| !w.is_empty() && !looks_like_file(w))
+        .map(str::to_owned);
+    let previous = lines[..open].iter().rev().find(|l| !l.trim().is_empty());
+    let file_hint = file_name_in(info).or_else(|| previous.and_then(|l| file_name_in(l)));
+    FencedBlock {
+        language,
+        file_hint,
+        code: lines[open + 1..end].join("\n"),
+    }
 }
 
 /// A line that opens a fence: its fence (three or more backticks or
@@ -549,6 +622,38 @@ mod tests {
         );
         // Cut off before its closing fence: half a function is no edit.
         assert!(fenced_blocks("```python\ndef gcd(a, b):\n    return").is_empty());
+    }
+
+    #[test]
+    fn an_answer_cut_inside_its_block_keeps_the_complete_tests() {
+        // As the 1.5B answered: asserts repeated until the token limit.
+        let answer = "Here are the tests:\n```python\n# tests/test_gcd.py\nfrom gcd import gcd\n\ndef test_small():\n    assert gcd(35, 21) == 7\n\ndef test_more():\n    assert gcd(13, 13) == 13\n    assert gcd(1";
+        let block = unclosed_block(answer).expect("the open block");
+        assert_eq!(block.language.as_deref(), Some("python"));
+        assert!(block.code.ends_with("== 13"), "{:?}", block.code);
+        let code = complete_beginning(Language::Python, &block.code).expect("complete part");
+        assert!(
+            code.contains("def test_more():\n    assert gcd(13, 13) == 13\n"),
+            "{code}"
+        );
+        // Cut right after a `def` line: the function without a body goes.
+        let cut = "```python\ndef test_a():\n    assert f(1) == 2\n\ndef test_b():\n";
+        let code = complete_beginning(Language::Python, &unclosed_block(cut).unwrap().code);
+        assert_eq!(
+            code.as_deref(),
+            Some("def test_a():\n    assert f(1) == 2\n")
+        );
+        // A closed block is not cut; nothing complete is nothing.
+        assert_eq!(unclosed_block("```python\ndef f(): pass\n```\n"), None);
+        assert_eq!(unclosed_block("no code at all"), None);
+        assert_eq!(complete_beginning(Language::Python, "def test_a(:"), None);
+        assert_eq!(
+            complete_beginning(Language::Python, "x = 1\nprint(x)"),
+            None
+        );
+        // After a closed block, the open one is the cut one.
+        let two = "```\nexample\n```\n```python\ndef test_c():\n    pass\n";
+        assert_eq!(unclosed_block(two).unwrap().code, "def test_c():\n    pass");
     }
 
     #[test]

@@ -21,7 +21,8 @@ mod udiff;
 
 pub use between::{count_changed_lines, edit_between};
 pub use blocks::{
-    defined_names, fenced_blocks, plan as plan_block, BlockEdit, Candidate, FencedBlock, NoEdit,
+    complete_beginning, defined_names, fenced_blocks, plan as plan_block, unclosed_block,
+    BlockEdit, Candidate, FencedBlock, NoEdit,
 };
 pub use line_fix::{line_edit, line_fixes, LineEdit, LineFix, NoLineFix};
 pub use lint::{lint_guard, LintRejection};

@@ -36,7 +36,13 @@ impl Task {
         }
         // A line fix that could not be placed leaves the answer's blocks
         // (a whole function after the pair) their chance.
-        let blocks = fenced_blocks(answer);
+        let mut blocks = fenced_blocks(answer);
+        // Tests written first, in an answer cut off at its token limit:
+        // the tests complete before the cut (index of that block, if any).
+        let cut = self.cut_test_block(answer).map(|block| {
+            blocks.push(block);
+            blocks.len() - 1
+        });
         let mut all_unchanged = lines.all_unchanged;
         let mut calls: Vec<ToolCall> = Vec::new();
         let mut replaced: Vec<String> = Vec::new();
@@ -70,8 +76,12 @@ impl Task {
             if let Some(call) = self.new_test_file(i, block) {
                 self.code_answers += 1;
                 all_unchanged = false;
+                let cut_note = match cut == Some(i) {
+                    true => " (its complete lines: the answer was cut off at its token limit)",
+                    false => "",
+                };
                 replaced.push(format!(
-                    "the new file {}",
+                    "the new file {}{cut_note}",
                     call.arguments["path"].as_str().unwrap_or("")
                 ));
                 calls.push(call);
@@ -157,9 +167,10 @@ impl Task {
             return Ok(Some(text));
         }
         self.status(&format!(
-            "Applying the code in the model's answer as {} edit{}",
+            "Applying the code in the model's answer as {} edit{}: {}",
             calls.len(),
-            if calls.len() == 1 { "" } else { "s" }
+            if calls.len() == 1 { "" } else { "s" },
+            replaced.join(", ")
         ));
         let results = self.run_tools(&calls).await?;
         if self.edits_in_attempt > 0 {

@@ -14,7 +14,7 @@ use crate::agent::types::{EventKind, TaskResult, TaskStatus};
 use crate::model::Message;
 
 /// After a success with a trace the tests did not reproduce.
-const TRACE_UNREPRODUCED: &str = "Note: the tests passed before this change too — they do not reproduce the error in the trace, so nothing checked that this change fixes it. Read the diff, or run again with `--goal \"…\" --tests-first` to have a test that reproduces it written first.";
+const TRACE_UNREPRODUCED: &str = "Note: the tests passed before this change too, and no test that fails with the trace's error could be written — nothing checked that this change fixes it. Read the diff, or add a test that fails with the error and run again.";
 
 impl Task {
     pub(super) async fn give_up(
@@ -138,6 +138,17 @@ impl Task {
             && status == TaskStatus::Success
         {
             true => format!("{summary}\n\n{TRACE_UNREPRODUCED}"),
+            false => summary,
+        };
+        let summary = match self.given_trace().is_some()
+            && !self.spec.tests_first
+            && !self.tests_written.is_empty()
+            && status == TaskStatus::Success
+        {
+            true => format!(
+                "{summary}\n\nThe trace's error was reproduced first, by a test in {}: it failed with that error before this change and passes now.",
+                self.tests_written.join(", ")
+            ),
             false => summary,
         };
         let editor_notes = self.files.finish(status.as_str());

@@ -190,6 +190,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         bisect_json: None,
         tests_written: Vec::new(),
         trace_unreproduced: false,
+        reproducing: false,
         plan: Default::default(),
     };
     task.run().await
@@ -298,6 +299,9 @@ pub(crate) struct Task {
     /// A trace was given and the tests passed before any change: they do
     /// not reproduce its error, so success does not show it is fixed.
     trace_unreproduced: bool,
+    /// Writing a test that reproduces the given trace's error (the tests
+    /// passed before any change), before the fix.
+    reproducing: bool,
     /// The plan (`agent.plan`).
     plan: plan::PlanState,
 }
@@ -331,7 +335,7 @@ impl Task {
             );
             return self.finish(cause, Some(&baseline)).await;
         }
-        self.trace_unreproduced = baseline.passed && self.spec.trace.is_some();
+        self.trace_unreproduced = baseline.passed && self.given_trace().is_some();
         if baseline.passed && self.spec.nothing_to_do_when_passing() {
             self.last_text = if self.spec.goal_is_tests() {
                 "The tests already pass; nothing to do."
@@ -345,7 +349,13 @@ impl Task {
         if !baseline.passed {
             self.bisect_history().await;
         }
-        let baseline = match self.spec.tests_first {
+        // A trace whose error the tests do not show: a test that
+        // reproduces it is written first, so that success means fixed.
+        self.reproducing = self.trace_unreproduced
+            && !self.spec.tests_first
+            && self.spec.test_command.is_some()
+            && !self.spec.asks_a_question();
+        let baseline = match self.spec.tests_first || self.reproducing {
             false => baseline,
             true => match self.write_tests_first(&baseline).await {
                 Ok(v) => {
@@ -353,11 +363,22 @@ impl Task {
                     // implementation gives up.
                     self.remember_tested_state();
                     best = (v.score, Some(self.files.capture()));
+                    self.trace_unreproduced = false;
                     v
+                }
+                Err(StopCause::Error(why)) if self.reproducing => {
+                    // Not the user's request: the fix goes on without a
+                    // reproducer (and its success says so).
+                    self.no_reproducer(&why).await;
+                    baseline
                 }
                 Err(cause) => return self.give_up(cause, best, &baseline).await,
             },
         };
+        self.reproducing = false;
+        // The conversation that wrote the tests is done: the repair starts
+        // its own (one system prompt, its first message).
+        self.messages.clear();
         if !baseline.passed {
             self.spectrum = self.run_spectrum(&baseline).await;
             if self.cancel.is_cancelled() {

@@ -22,6 +22,16 @@ const MAX_TRACE_BYTES: usize = 4 * 1024;
 const CONTEXT_LINES: usize = 6;
 
 impl Task {
+    /// The stack trace the user gave: `--trace FILE`, or one pasted into
+    /// the request (the editor's chat) that names workspace code.
+    pub(super) fn given_trace(&self) -> Option<&str> {
+        match &self.spec.trace {
+            Some(trace) => Some(trace),
+            None => (!parse_trace(&self.spec.goal, self.files.root()).is_empty())
+                .then_some(self.spec.goal.as_str()),
+        }
+    }
+
     /// The stack section of the first message (empty when no trace names
     /// workspace code).
     pub(super) fn stack_functions(&self, baseline: &Verification) -> String {

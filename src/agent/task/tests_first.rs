@@ -7,16 +7,19 @@
 //! tests keep their lines from then on (more tests may be added), and the
 //! tests stay in the diff.
 
+use std::path::Path;
+
 use serde_json::json;
 
 use super::check::Verification;
 use super::explain::StopCause;
 use super::{prompt, Task};
 use crate::agent::checkers::Severity;
-use crate::agent::edit::FencedBlock;
+use crate::agent::edit::{complete_beginning, unclosed_block, FencedBlock};
 use crate::agent::types::EventKind;
-use crate::agent::verify::is_test_file;
+use crate::agent::verify::{is_test_file, trace_error};
 use crate::model::{Message, ToolCall};
+use crate::syntax::Language;
 
 /// `tests/test_x.py` from a first line `# tests/test_x.py` (or `//`).
 fn file_in_comment(line: &str) -> Option<String> {
@@ -42,13 +45,27 @@ impl Task {
         self.files.only_tests = true;
         let mut feedback: Option<String> = None;
         let mut outcome = Err(StopCause::Error("no tests were written".to_owned()));
+        let stage = match self.reproducing {
+            true => "Reproducing the trace's error",
+            false => "Tests first",
+        };
         for attempt in 1..=TEST_ATTEMPTS {
+            let what = match self.reproducing {
+                true => "a test that fails with it",
+                false => "tests for the goal",
+            };
             self.status(&format!(
-                "Tests first: writing tests for the goal (attempt {attempt} of {TEST_ATTEMPTS})"
+                "{stage}: writing {what} (attempt {attempt} of {TEST_ATTEMPTS})"
             ));
+            // What became of the last answer's code, if it was code.
+            let note = self
+                .answer_note
+                .take()
+                .map(|n| format!("\n{}", prompt::defuse(&n)))
+                .unwrap_or_default();
             let text = match &feedback {
                 None => self.tests_first_message(baseline),
-                Some(why) => format!("{}\n{why}", self.tests_first_message(baseline)),
+                Some(why) => format!("{}\n{why}{note}", self.tests_first_message(baseline)),
             };
             let system = match self.compact_prompt() {
                 true => self.boundary.local_system_prompt(),
@@ -74,7 +91,7 @@ impl Task {
                 Err(why) => {
                     self.event(
                         EventKind::Verify,
-                        format!("Tests first: {why}"),
+                        format!("{stage}: {why}"),
                         json!({ "testsFirst": false }),
                     );
                     feedback = Some(format!("The tests written are not right yet: {why}. Change them (test files only)."));
@@ -83,6 +100,8 @@ impl Task {
             }
         }
         self.files.only_tests = false;
+        // About the tests' answers, not the code's.
+        self.answer_note = None;
         let v = outcome?;
         let written: Vec<std::path::PathBuf> = self.files.changed_files();
         let names: Vec<String> = written
@@ -97,11 +116,11 @@ impl Task {
         self.event(
             EventKind::Verify,
             format!(
-                "Tests first: {} written; they fail as they should ({})",
+                "{stage}: {} written; they fail as they should ({})",
                 names.join(", "),
                 v.score.describe()
             ),
-            json!({ "testsFirst": true, "files": names }),
+            json!({ "testsFirst": true, "reproducer": self.reproducing, "files": names }),
         );
         self.tests_written = names;
         Ok(v)
@@ -129,11 +148,44 @@ impl Task {
     }
 
     fn tests_first_request(&self) -> String {
+        if self.reproducing {
+            return self.reproducer_request();
+        }
         format!(
             "Goal: {}\n\nBefore changing any code, write tests for this goal: new test functions in the project's test files, or a new test file beside the code (name it as the project's tests are named). Change no other file — the code comes after, once the tests fail. Write the tests with `write_file` or `edit`, or answer with the whole test file in one fenced code block whose first line is a comment naming the file (`# tests/test_x.py`). The tests run with {}.",
             prompt::defuse(self.spec.goal.trim()),
             self.spec.test_command.as_deref().map_or("the project's test command".to_owned(), |c| format!("`{c}`"))
         )
+    }
+
+    /// What to write when the tests pass but a trace shows an error: a
+    /// test that fails with that error.
+    fn reproducer_request(&self) -> String {
+        let error = match self.given_trace().and_then(trace_error) {
+            Some(error) => format!(" (`{}`)", prompt::defuse(&error)),
+            None => String::new(),
+        };
+        format!(
+            "Goal: {}\n\nThe tests pass, yet the stack trace shows an error{error}: they do not reproduce it. Before changing any code, write a test that reproduces it: a new test function in the project's test files, or a new test file beside the code, that calls the code on the trace — its innermost function in the workspace, imported by its real name — with inputs that make it fail with the same error. Change no other file: the fix comes after, once this test fails. Write the test with `write_file` or `edit`, or answer with the whole test file in one fenced code block whose first line is a comment naming the file (`# tests/test_x.py`). The tests run with {}.",
+            prompt::defuse(self.spec.goal.trim()),
+            self.spec.test_command.as_deref().map_or("the project's test command".to_owned(), |c| format!("`{c}`"))
+        )
+    }
+
+    /// No reproducer could be written: the files it wrote go back, and
+    /// the fix goes on without one.
+    pub(super) async fn no_reproducer(&mut self, why: &str) {
+        // Left set when the attempt stopped on an error.
+        self.files.only_tests = false;
+        let originals = self.files.originals();
+        if let Err(err) = self.files.restore(&originals).await {
+            tracing::warn!(%err, "could not take back the test written to reproduce the trace");
+        }
+        self.event(
+            EventKind::Verify,
+            format!("No test reproduces the trace's error ({why}); fixing without one"),
+            json!({ "reproducer": false }),
+        );
     }
 
     /// Whether the tests written fail for the right reason.
@@ -170,10 +222,13 @@ impl Task {
                 lint.join("; ")
             ));
         }
+        let output = v.outcome.as_ref().map_or("", |o| o.output.as_str());
+        if self.reproducing {
+            return self.reproduces(baseline, v, output);
+        }
         // A test that imports what the goal asks for fails to load until
         // it exists (and pytest then stops the whole run): the right
         // reason, at this stage.
-        let output = v.outcome.as_ref().map_or("", |o| o.output.as_str());
         const MISSING: [&str; 6] = [
             "ImportError",
             "ModuleNotFoundError",
@@ -199,6 +254,40 @@ impl Task {
         }
         if v.score.passed < baseline.score.passed {
             return Err("make tests that passed before fail".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Whether a test written to reproduce the trace does: it runs, fails
+    /// with the trace's error (when the trace shows one), and every test
+    /// that passed before still passes. Code exists here: failing to
+    /// import it is not the error.
+    fn reproduces(
+        &self,
+        baseline: &Verification,
+        v: &Verification,
+        output: &str,
+    ) -> Result<(), String> {
+        if v.score.broken {
+            return Err(
+                "do not run: the test command failed without reporting test results (import the code by its real module and name)".to_owned(),
+            );
+        }
+        if v.passed || v.score.failed <= baseline.score.failed {
+            if let Some(copy) = self.copied_definition() {
+                return Err(format!("pass: {copy}"));
+            }
+            return Err("pass: they do not reproduce the error — call the trace's innermost function with the inputs that make it fail".to_owned());
+        }
+        if v.score.passed < baseline.score.passed {
+            return Err("make tests that passed before fail".to_owned());
+        }
+        if let Some(error) = self.given_trace().and_then(trace_error) {
+            if !output.contains(&error) {
+                return Err(format!(
+                    "fail, but not with the trace's error (`{error}` is not in the test output)"
+                ));
+            }
         }
         Ok(())
     }
@@ -247,17 +336,50 @@ impl Task {
         None
     }
 
+    /// While writing tests first, the block an answer left open at its end
+    /// (cut off at its token limit), as far as it is complete: whole lines
+    /// that parse, with a definition in them — the tests written before
+    /// the cut (seen: the 1.5B repeated asserts until its limit, and the
+    /// tests it had written were lost with the unclosed block).
+    pub(super) fn cut_test_block(&self, answer: &str) -> Option<FencedBlock> {
+        if !self.files.only_tests {
+            return None;
+        }
+        let block = unclosed_block(answer)?;
+        let language = block
+            .language
+            .as_deref()
+            .and_then(Language::from_language_id)
+            .or_else(|| {
+                let hint = self.test_file_hint(&block)?;
+                Language::from_path(Path::new(&hint))
+            })?;
+        let code = complete_beginning(language, &block.code)?;
+        tracing::info!(
+            kept = code.lines().count(),
+            of = block.code.lines().count(),
+            "an answer cut off inside its code block: its complete lines kept"
+        );
+        Some(FencedBlock { code, ..block })
+    }
+
+    /// The file a block of tests names: in its info string, the line
+    /// before it, or a comment on its first line.
+    fn test_file_hint(&self, block: &FencedBlock) -> Option<String> {
+        let first_line = block.code.lines().next().unwrap_or("");
+        block
+            .file_hint
+            .clone()
+            .or_else(|| file_in_comment(first_line))
+    }
+
     /// A fenced block naming a test file that does not exist yet: written
     /// whole (while writing tests first).
     pub(super) fn new_test_file(&self, index: usize, block: &FencedBlock) -> Option<ToolCall> {
         if !self.files.only_tests {
             return None;
         }
-        let first_line = block.code.lines().next().unwrap_or("");
-        let hint = block
-            .file_hint
-            .clone()
-            .or_else(|| file_in_comment(first_line))?;
+        let hint = self.test_file_hint(block)?;
         let path = self.files.paths.resolve(&hint).ok()?;
         let rel = self.files.paths.relative(&path);
         if !is_test_file(&rel) || path.exists() {

@@ -14,4 +14,4 @@ pub use detect::{detect_test_command, DetectedTest};
 pub use parse::parse_test_output;
 pub use report::{Frame, TestReport};
 pub use test_files::is_test_file;
-pub use trace::{parse_trace, TraceFrame};
+pub use trace::{parse_trace, trace_error, TraceFrame};

@@ -53,6 +53,52 @@ pub fn parse_trace(text: &str, root: &Path) -> Vec<TraceFrame> {
     out
 }
 
+/// The error a trace shows, as a test run that reproduces it prints it
+/// too: a Python or JavaScript exception's type (`IndexError`), a Rust
+/// panic's message, a Go panic's — each without the values that vary
+/// (`index out of bounds`, not `…: the len is 3 but the index is 5`).
+/// `None` when the trace shows none.
+pub fn trace_error(text: &str) -> Option<String> {
+    let p = patterns()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let mut exception: Option<String> = None;
+    for (i, line) in lines.iter().enumerate() {
+        let line = line.trim();
+        if let Some(rest) = line.split_once("panicked at ").map(|(_, r)| r) {
+            // Before Rust 1.73: `panicked at 'msg', src/x.rs:1:2`; since:
+            // the message on the next line.
+            let message = match rest.strip_prefix('\'') {
+                Some(quoted) => quoted.rsplit_once("', ").map_or(quoted, |(m, _)| m),
+                None => lines.get(i + 1).map_or("", |l| l.trim()),
+            };
+            return stable_part(message);
+        }
+        if let Some(rest) = line.strip_prefix("panic: ") {
+            let rest = rest.trim_end_matches(" [recovered]");
+            return stable_part(rest.strip_prefix("runtime error: ").unwrap_or(rest));
+        }
+        if let Some(c) = p.exception.captures(line) {
+            // Python's last exception line is the one raised at the end.
+            exception = Some(c[1].to_owned());
+        }
+    }
+    exception
+}
+
+/// A message up to where its varying values start (`: `, `[`, a digit
+/// after a space), bounded; `None` when nothing is left.
+fn stable_part(message: &str) -> Option<String> {
+    let mut end = message.len();
+    for pattern in [": ", " ["] {
+        if let Some(at) = message.find(pattern) {
+            end = end.min(at);
+        }
+    }
+    let head = message[..end].trim();
+    let head: String = head.chars().take(80).collect();
+    (head.len() >= 3).then_some(head)
+}
+
 /// A frame as printed: path, line, function.
 type RawFrame = (String, u32, Option<String>);
 
@@ -119,6 +165,7 @@ fn clean_function(name: &str) -> String {
 
 struct Patterns {
     python: Regex,
+    exception: Regex,
     rust_panic: Regex,
     rust_frame: Regex,
     rust_at: Regex,
@@ -134,6 +181,12 @@ fn patterns() -> Option<&'static Patterns> {
         .get_or_init(|| {
             Some(Patterns {
                 python: Regex::new(r#"^\s*File "([^"]+)", line (\d+), in (\S+)"#).ok()?,
+                // `ValueError: x`, `json.decoder.JSONDecodeError: x`,
+                // `Uncaught TypeError: x` (Node), `KeyError` alone.
+                exception: Regex::new(
+                    r"^(?:Uncaught )?(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))(?::|$)",
+                )
+                .ok()?,
                 rust_panic: Regex::new(r"panicked at ([^:\s][^:]*):(\d+):\d+").ok()?,
                 rust_frame: Regex::new(r"^\s*\d+: (\S+)$").ok()?,
                 rust_at: Regex::new(r"^\s+at (\S+):(\d+):\d+$").ok()?,
@@ -230,6 +283,28 @@ mod tests {
                 ("src/main.rs".to_owned(), 5, Some("app::main".to_owned())),
             ]
         );
+    }
+
+    #[test]
+    fn the_error_of_each_kind_of_trace() {
+        let python = "Traceback (most recent call last):\n  File \"a.py\", line 1, in f\n    g()\nKeyError: 'x'\n\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File \"a.py\", line 3, in f\njson.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)\n";
+        assert_eq!(trace_error(python).as_deref(), Some("JSONDecodeError"));
+        assert_eq!(
+            trace_error("Traceback:\nIndexError\n").as_deref(),
+            Some("IndexError")
+        );
+        let node = "TypeError: Cannot read properties of undefined (reading 'score')\n    at compare (/x/lib/rank.js:12:20)\n";
+        assert_eq!(trace_error(node).as_deref(), Some("TypeError"));
+        let rust = "thread 'main' panicked at src/config.rs:40:9:\nindex out of bounds: the len is 3 but the index is 5\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(trace_error(rust).as_deref(), Some("index out of bounds"));
+        let old_rust = "thread 'main' panicked at 'called `Option::unwrap()` on a `None` value', src/main.rs:4:37\n";
+        assert_eq!(
+            trace_error(old_rust).as_deref(),
+            Some("called `Option::unwrap()` on a `None` value")
+        );
+        let go = "panic: runtime error: index out of range [3] with length 3\n\ngoroutine 1 [running]:\n";
+        assert_eq!(trace_error(go).as_deref(), Some("index out of range"));
+        assert_eq!(trace_error("all good\nno error here\n"), None);
     }
 
     #[test]
