@@ -339,7 +339,15 @@ fn fettle_fix_writes_and_reads_race_a_flipping_directory_and_stay_inside() {
         run.result["status"]
     );
     assert!(flips > 0);
-    assert_eq!(run.bodies.len(), TURNS + 1, "{:#}", run.result);
+    // Every turn ran; one more request when the directory was flipped
+    // away as the attempt ended (nothing changed then, while the tests
+    // passed before: another attempt is asked for).
+    assert!(
+        (TURNS + 1..=TURNS + 2).contains(&run.bodies.len()),
+        "{} requests: {:#}",
+        run.bodies.len(),
+        run.result
+    );
     assert_eq!(listing(&outside), ["x.txt"], "files appeared outside");
     assert_eq!(fs::read_to_string(outside.join("x.txt")).unwrap(), OUTSIDE);
     for (i, body) in run.bodies.iter().enumerate() {
@@ -373,7 +381,10 @@ fn fettle_fix_refuses_hard_links_unless_allowed() {
             responses,
             &format!("commands = \"never\"\nallow_hardlinks = {allow}\n"),
         );
-        assert_eq!(run.bodies.len(), 3, "{:#}", run.result);
+        // Refused, nothing changed while the tests passed before too: one
+        // more attempt is asked for (and finds the script at its end).
+        let requests = if allow { 3 } else { 4 };
+        assert_eq!(run.bodies.len(), requests, "{:#}", run.result);
         // Whatever happens, the other name's bytes stay.
         assert_eq!(fs::read_to_string(outside.join("x.txt")).unwrap(), OUTSIDE);
         if allow {
@@ -422,7 +433,10 @@ fn fettle_fix_refuses_configured_protected_paths() {
         responses,
         "commands = \"never\"\nprotected_paths = [\"docs/\", \"Makefile\"]\n",
     );
-    assert_eq!(run.bodies.len(), 2, "{:#}", run.result);
+    // Every write refused, the tests passing before too: a second attempt
+    // is asked for (and finds the script at its end).
+    assert_eq!(run.bodies.len(), 3, "{:#}", run.result);
+    assert_eq!(run.result["status"], "failed");
     assert!(
         run.bodies[1].contains(
             "is inside docs/, which the agent must not modify: listed in agent.protected_paths"

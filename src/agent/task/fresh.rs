@@ -16,7 +16,35 @@ const SAME_CODE_RETRIES: u32 = 2;
 /// Room beyond the copied code's length for a retry's answer.
 const SAME_CODE_SLACK_TOKENS: u32 = 96;
 
+/// Said when an attempt changed nothing and the tests passed before too.
+const NOTHING_DONE: &str = "Nothing was changed. The tests passed before any change too, so they cannot show the goal reached — and with nothing changed, it is not: change the code the goal is about.";
+
 impl Task {
+    /// Whether the workspace is as it was while the tests passed before
+    /// any change too: then "the tests pass" is not success (seen: the
+    /// 1.5B, asked to fix a trace's crash that no test shows, answered
+    /// with code as it was, and the task ended "success" with no change).
+    pub(super) fn nothing_done(&self) -> bool {
+        self.passed_before && !self.spec.asks_a_question() && self.files.changed_files().is_empty()
+    }
+
+    /// Tells the model that its attempt changed nothing, for the next.
+    pub(super) fn ask_for_a_change(&mut self, iteration: u32, v: &Verification) {
+        self.status(
+            "Nothing changed, and the tests passed before too: the goal is not reached yet",
+        );
+        let note = match self.answer_note.take() {
+            Some(answer) => format!("{answer}\n{NOTHING_DONE}"),
+            None => NOTHING_DONE.to_owned(),
+        };
+        if self.compact_prompt() {
+            self.note_attempt(iteration, None, Some(&note), v, false);
+            self.fresh_conversation(Some(v));
+        } else {
+            self.push(Message::user(prompt::defuse(&note).into_owned()));
+        }
+    }
+
     /// Whether to ask again, within the attempt, after an answer whose code
     /// was only the code as it is (shown the code to fix, a small model
     /// often copies it) or led back to a state already tested: that answer

@@ -23,6 +23,7 @@ mod line_fixes;
 mod mutants;
 mod plan;
 mod prompt;
+mod reproduce;
 mod review;
 mod spectrum;
 mod stack;
@@ -191,6 +192,7 @@ pub async fn run_task(spec: TaskSpec, env: TaskEnv, cancel: CancellationToken) -
         tests_written: Vec::new(),
         trace_unreproduced: false,
         reproducing: false,
+        passed_before: false,
         plan: Default::default(),
     };
     task.run().await
@@ -302,6 +304,9 @@ pub(crate) struct Task {
     /// Writing a test that reproduces the given trace's error (the tests
     /// passed before any change), before the fix.
     reproducing: bool,
+    /// The tests passed before any change: passing, they cannot show the
+    /// goal reached, and with nothing changed it is not.
+    passed_before: bool,
     /// The plan (`agent.plan`).
     plan: plan::PlanState,
 }
@@ -335,6 +340,7 @@ impl Task {
             );
             return self.finish(cause, Some(&baseline)).await;
         }
+        self.passed_before = baseline.passed;
         self.trace_unreproduced = baseline.passed && self.given_trace().is_some();
         if baseline.passed && self.spec.nothing_to_do_when_passing() {
             self.last_text = if self.spec.goal_is_tests() {
@@ -499,6 +505,11 @@ impl Task {
                 // Nothing changed since the last run: its verdict stands.
                 last
             };
+            if verification.passed && self.nothing_done() {
+                self.ask_for_a_change(iteration, &verification);
+                last = verification;
+                continue;
+            }
             if verification.passed {
                 self.review_change(&mut verification).await;
             }

@@ -17,7 +17,7 @@ use super::{prompt, Task};
 use crate::agent::checkers::Severity;
 use crate::agent::edit::{complete_beginning, unclosed_block, FencedBlock};
 use crate::agent::types::EventKind;
-use crate::agent::verify::{is_test_file, trace_error};
+use crate::agent::verify::is_test_file;
 use crate::model::{Message, ToolCall};
 use crate::syntax::Language;
 
@@ -158,36 +158,6 @@ impl Task {
         )
     }
 
-    /// What to write when the tests pass but a trace shows an error: a
-    /// test that fails with that error.
-    fn reproducer_request(&self) -> String {
-        let error = match self.given_trace().and_then(trace_error) {
-            Some(error) => format!(" (`{}`)", prompt::defuse(&error)),
-            None => String::new(),
-        };
-        format!(
-            "Goal: {}\n\nThe tests pass, yet the stack trace shows an error{error}: they do not reproduce it. Before changing any code, write a test that reproduces it: a new test function in the project's test files, or a new test file beside the code, that calls the code on the trace — its innermost function in the workspace, imported by its real name — with inputs that make it fail with the same error. Change no other file: the fix comes after, once this test fails. Write the test with `write_file` or `edit`, or answer with the whole test file in one fenced code block whose first line is a comment naming the file (`# tests/test_x.py`). The tests run with {}.",
-            prompt::defuse(self.spec.goal.trim()),
-            self.spec.test_command.as_deref().map_or("the project's test command".to_owned(), |c| format!("`{c}`"))
-        )
-    }
-
-    /// No reproducer could be written: the files it wrote go back, and
-    /// the fix goes on without one.
-    pub(super) async fn no_reproducer(&mut self, why: &str) {
-        // Left set when the attempt stopped on an error.
-        self.files.only_tests = false;
-        let originals = self.files.originals();
-        if let Err(err) = self.files.restore(&originals).await {
-            tracing::warn!(%err, "could not take back the test written to reproduce the trace");
-        }
-        self.event(
-            EventKind::Verify,
-            format!("No test reproduces the trace's error ({why}); fixing without one"),
-            json!({ "reproducer": false }),
-        );
-    }
-
     /// Whether the tests written fail for the right reason.
     fn right_reason(&self, baseline: &Verification, v: &Verification) -> Result<(), String> {
         if !v.syntax.is_empty() {
@@ -258,45 +228,11 @@ impl Task {
         Ok(())
     }
 
-    /// Whether a test written to reproduce the trace does: it runs, fails
-    /// with the trace's error (when the trace shows one), and every test
-    /// that passed before still passes. Code exists here: failing to
-    /// import it is not the error.
-    fn reproduces(
-        &self,
-        baseline: &Verification,
-        v: &Verification,
-        output: &str,
-    ) -> Result<(), String> {
-        if v.score.broken {
-            return Err(
-                "do not run: the test command failed without reporting test results (import the code by its real module and name)".to_owned(),
-            );
-        }
-        if v.passed || v.score.failed <= baseline.score.failed {
-            if let Some(copy) = self.copied_definition() {
-                return Err(format!("pass: {copy}"));
-            }
-            return Err("pass: they do not reproduce the error — call the trace's innermost function with the inputs that make it fail".to_owned());
-        }
-        if v.score.passed < baseline.score.passed {
-            return Err("make tests that passed before fail".to_owned());
-        }
-        if let Some(error) = self.given_trace().and_then(trace_error) {
-            if !output.contains(&error) {
-                return Err(format!(
-                    "fail, but not with the trace's error (`{error}` is not in the test output)"
-                ));
-            }
-        }
-        Ok(())
-    }
-
     /// A test file written that defines, at its top level, a function the
     /// project's code defines: a copy that the tests then check (seen: the
     /// 1.5B wrote its own `def gcd` into test_gcd.py, whose tests passed at
     /// once). The hint to import the project's instead (Python).
-    fn copied_definition(&self) -> Option<String> {
+    pub(super) fn copied_definition(&self) -> Option<String> {
         for path in self.files.changed_files() {
             let rel = self.files.paths.relative(&path);
             if !is_test_file(&rel) {
