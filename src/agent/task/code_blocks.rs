@@ -130,7 +130,22 @@ impl Task {
                         });
                     }
                 }
-                Err(NoEdit::NoDefinitions) => {}
+                // No file has its definitions (or none was a candidate).
+                Err(why @ (NoEdit::NoDefinitions | NoEdit::NoMatch(_))) => {
+                    match self.added_tests(i, block) {
+                        Some(call) => {
+                            replaced.push(format!(
+                                "new tests at the end of {}",
+                                call.arguments["path"].as_str().unwrap_or("")
+                            ));
+                            calls.push(call);
+                        }
+                        None if matches!(why, NoEdit::NoMatch(_)) => {
+                            refused.push(format!("code block {}: {why}", i + 1));
+                        }
+                        None => {}
+                    }
+                }
                 Err(why) => {
                     all_unchanged &= matches!(why, NoEdit::Unchanged(_));
                     refused.push(format!("code block {}: {why}", i + 1));

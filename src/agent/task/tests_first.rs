@@ -309,6 +309,65 @@ impl Task {
             .or_else(|| file_in_comment(first_line))
     }
 
+    /// A block of new tests for a test file that exists, none of whose
+    /// definitions the file has yet (seen: the 1.5B's second try at a
+    /// reproducer added `test_month_name_out_of_range` to the test file its
+    /// first try wrote, and was told no file defines it): its tests go at
+    /// the file's end, its imports the file lacks at its top (Python and
+    /// JavaScript, while writing tests first).
+    pub(super) fn added_tests(&self, index: usize, block: &FencedBlock) -> Option<ToolCall> {
+        if !self.files.only_tests {
+            return None;
+        }
+        let hint = self.test_file_hint(block)?;
+        let path = self.files.paths.resolve(&hint).ok()?;
+        let rel = self.files.paths.relative(&path);
+        let language = Language::from_path(&path)?;
+        if !is_test_file(&rel)
+            || !matches!(
+                language,
+                Language::Python | Language::JavaScript | Language::TypeScript
+            )
+        {
+            return None;
+        }
+        let text = self.files.text(&path)?;
+        let mut lines = block.code.lines().peekable();
+        if lines.peek().is_some_and(|l| file_in_comment(l).is_some()) {
+            lines.next();
+        }
+        let is_import = |l: &str| {
+            l.starts_with("import ")
+                || l.starts_with("from ")
+                || (l.starts_with("const ") && l.contains("require("))
+        };
+        let (imports, body): (Vec<&str>, Vec<&str>) = lines.partition(|l| is_import(l));
+        let present: Vec<&str> = text.lines().map(str::trim_end).collect();
+        let new_imports: Vec<&str> = imports
+            .into_iter()
+            .map(str::trim_end)
+            .filter(|l| !present.contains(l))
+            .collect();
+        let body = body.join("\n");
+        if body.trim().is_empty() {
+            return None;
+        }
+        let mut content = String::new();
+        for import in &new_imports {
+            content.push_str(import);
+            content.push('\n');
+        }
+        content.push_str(text.trim_end());
+        content.push_str("\n\n\n");
+        content.push_str(body.trim());
+        content.push('\n');
+        Some(ToolCall {
+            id: format!("answer-code-{}-tests-added", index + 1),
+            name: "write_file".to_owned(),
+            arguments: json!({ "path": rel, "content": content }),
+        })
+    }
+
     /// A fenced block naming a test file that does not exist yet: written
     /// whole (while writing tests first).
     pub(super) fn new_test_file(&self, index: usize, block: &FencedBlock) -> Option<ToolCall> {
