@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::harness::{BackgroundMock, Lsp, Workspace};
 
 /// The mock model, with what these tests ask of it.
-struct Mock(BackgroundMock);
+pub(super) struct Mock(BackgroundMock);
 
 impl std::ops::Deref for Mock {
     type Target = BackgroundMock;
@@ -20,11 +20,11 @@ impl std::ops::Deref for Mock {
 }
 
 impl Mock {
-    fn start(script: &str) -> Self {
+    pub(super) fn start(script: &str) -> Self {
         Self(BackgroundMock::start(Script::from_json(script).unwrap()))
     }
 
-    fn options(&self, agent: Value) -> Value {
+    pub(super) fn options(&self, agent: Value) -> Value {
         let mut agent_config = json!({ "model": "mock", "test_command": "python3 check.py" });
         for (k, v) in agent.as_object().unwrap() {
             agent_config[k] = v.clone();
@@ -54,7 +54,7 @@ fn workspace() -> Workspace {
 
 /// A server for `ws` with checkpoints in a temp dir, initialized with UTF-8
 /// positions and the given options.
-fn start(ws: &Workspace, cache: &std::path::Path, options: Value) -> Lsp {
+pub(super) fn start(ws: &Workspace, cache: &std::path::Path, options: Value) -> Lsp {
     let cache = cache.to_str().unwrap().to_owned();
     let mut lsp = Lsp::spawn_with(&[], &[("FETTLE_CACHE_DIR", cache.as_str())]);
     let mut caps = Lsp::capabilities(&["utf-8"]);
@@ -64,7 +64,7 @@ fn start(ws: &Workspace, cache: &std::path::Path, options: Value) -> Lsp {
     lsp
 }
 
-fn chat(lsp: &mut Lsp, message: &str, extra: Value) -> Value {
+pub(super) fn chat(lsp: &mut Lsp, message: &str, extra: Value) -> Value {
     let mut arg = json!({ "message": message });
     for (k, v) in extra.as_object().unwrap() {
         arg[k] = v.clone();
@@ -76,7 +76,7 @@ fn chat(lsp: &mut Lsp, message: &str, extra: Value) -> Value {
 }
 
 /// Waits (pumping messages) for the response to `id`, up to `secs`.
-fn response_within(lsp: &mut Lsp, id: &Value, secs: u64) -> Value {
+pub(super) fn response_within(lsp: &mut Lsp, id: &Value, secs: u64) -> Value {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if let Some(r) = lsp.try_response(id) {
