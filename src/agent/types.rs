@@ -168,6 +168,9 @@ fn asks_a_question(goal: &str) -> bool {
         .split_whitespace()
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '_'))
         .filter(|w| !w.is_empty())
+        // A follow-up's opening word ("now explain what you changed", "ok,
+        // why …") says nothing of what is asked.
+        .skip_while(|w| matches!(*w, "now" | "so" | "ok" | "okay" | "then" | "and" | "also"))
         .take(4)
         .collect();
     let word = |i: usize| words.get(i).copied().unwrap_or_default();
@@ -192,6 +195,8 @@ fn asks_a_question(goal: &str) -> bool {
             | "when"
             | "explain"
             | "describe"
+            | "summarize"
+            | "summarise"
     );
     let yes_no = matches!(word(0), "is" | "are" | "does" | "do" | "did") && word(1) != "not";
     interrogative || yes_no || goal.ends_with('?')
@@ -392,6 +397,9 @@ mod question_tests {
             "does total handle an empty list?",
             "can you explain the change?",
             "the loop in parse: is it right?",
+            "now explain what you changed",
+            "OK, why did that work",
+            "summarize what parse does",
         ] {
             assert!(asks_a_question(question), "{question}");
         }

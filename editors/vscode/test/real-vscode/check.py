@@ -317,7 +317,7 @@ def steps(ui: Ui) -> None:
         page.locator(".quick-input-widget", has_text="follow-up").first.wait_for(timeout=10_000)
         ui.type_input("now explain what you changed")
         ui.notification(r"Fettle: [a-z ]+ —", timeout_ms=120_000)
-        ui.output("Fettle Chat", r"\[(success|gave up|failed)\]")
+        ui.output("Fettle Chat", r"\[(success|gave_up|failed)\]")
         log = "".join(p.read_text() for p in ui.data.glob("logs/**/*Fettle Chat.log"))
         if log.count("You: ") != 2 or "new conversation" in log or log.count("\n[") < 2:
             raise StepFailed(f"the Fettle Chat output is not one conversation of two answered messages:\n{log}")
