@@ -283,14 +283,8 @@ impl Task {
                 if name.is_empty() || name.starts_with("test") {
                     continue;
                 }
-                let home = self
-                    .index
-                    .definitions(&name)
-                    .into_iter()
-                    .map(|d| self.files.paths.relative(&d.path))
-                    .find(|home| *home != rel && !is_test_file(home) && home.ends_with(".py"));
-                if let Some(home) = home {
-                    let module = home.trim_end_matches(".py").replace('/', ".");
+                // A test file is never a home: `rel` is not one.
+                if let Some(module) = self.python_modules_defining(&name).into_iter().next() {
                     return Some(format!(
                         "{rel} defines `{name}` itself — a copy, which the tests then check — instead of importing the project's: remove the copy, import it (`from {module} import {name}`) and test that"
                     ));
@@ -298,6 +292,22 @@ impl Task {
             }
         }
         None
+    }
+
+    /// The project's Python modules (not its tests) that define `name`, as
+    /// an import names them (`pkg/util.py` → `pkg.util`), sorted, each once.
+    fn python_modules_defining(&self, name: &str) -> Vec<String> {
+        let mut modules: Vec<String> = self
+            .index
+            .definitions(name)
+            .into_iter()
+            .map(|d| self.files.paths.relative(&d.path))
+            .filter(|home| !is_test_file(home) && home.ends_with(".py"))
+            .map(|home| home.trim_end_matches(".py").replace('/', "."))
+            .collect();
+        modules.sort();
+        modules.dedup();
+        modules
     }
 
     /// Tests that call the project's functions without importing them (the
@@ -324,17 +334,7 @@ impl Task {
             names.dedup();
             let mut imports: Vec<String> = Vec::new();
             for name in names {
-                let mut homes: Vec<String> = self
-                    .index
-                    .definitions(&name)
-                    .into_iter()
-                    .map(|d| self.files.paths.relative(&d.path))
-                    .filter(|home| !is_test_file(home) && home.ends_with(".py"))
-                    .collect();
-                homes.sort();
-                homes.dedup();
-                if let [home] = homes.as_slice() {
-                    let module = home.trim_end_matches(".py").replace('/', ".");
+                if let [module] = self.python_modules_defining(&name).as_slice() {
                     imports.push(format!("from {module} import {name}"));
                 }
             }
