@@ -48,7 +48,11 @@ fn undefined_name(message: &str) -> Option<String> {
 
 /// `text` with `imports` at its top: beside its own imports, or two
 /// blank lines above its code.
-fn with_imports(imports: &[String], text: &str) -> String {
+fn with_imports<S: AsRef<str>>(imports: &[S], text: &str) -> String {
+    if imports.is_empty() {
+        return text.to_owned();
+    }
+    let imports: Vec<&str> = imports.iter().map(AsRef::as_ref).collect();
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let gap = match first.starts_with("import ") || first.starts_with("from ") {
         true => "\n",
@@ -70,15 +74,11 @@ impl Task {
         self.files.only_tests = true;
         let mut feedback: Option<String> = None;
         let mut outcome = Err(StopCause::Error("no tests were written".to_owned()));
-        let stage = match self.reproducing {
-            true => "Reproducing the trace's error",
-            false => "Tests first",
+        let (stage, what) = match self.reproducing {
+            true => ("Reproducing the trace's error", "a test that fails with it"),
+            false => ("Tests first", "tests for the goal"),
         };
         for attempt in 1..=TEST_ATTEMPTS {
-            let what = match self.reproducing {
-                true => "a test that fails with it",
-                false => "tests for the goal",
-            };
             self.status(&format!(
                 "{stage}: writing {what} (attempt {attempt} of {TEST_ATTEMPTS})"
             ));
@@ -439,15 +439,10 @@ impl Task {
         if body.trim().is_empty() {
             return None;
         }
-        let mut content = String::new();
-        for import in &new_imports {
-            content.push_str(import);
-            content.push('\n');
-        }
-        content.push_str(text.trim_end());
-        content.push_str("\n\n\n");
-        content.push_str(body.trim());
-        content.push('\n');
+        let content = with_imports(
+            &new_imports,
+            &format!("{}\n\n\n{}\n", text.trim_end(), body.trim()),
+        );
         Some(ToolCall {
             id: format!("answer-code-{}-tests-added", index + 1),
             name: "write_file".to_owned(),
