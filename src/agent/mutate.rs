@@ -1,6 +1,7 @@
 //! Small mechanical changes to suspected code (`agent.mutants`): an operator
 //! replaced by its neighbour, a literal off by one, two arguments swapped,
-//! a condition negated, a name replaced by another of the same function.
+//! a condition negated, a name replaced by another of the same function,
+//! an operand dropped, a bound moved, a statement missing after a loop.
 //! Each is a candidate fix the tests can judge in a second, without a
 //! model: the program-repair tools' oldest trick (mutation operators in the
 //! manner of PraPR and TBar), and the bugs a small model keeps missing —
@@ -12,6 +13,8 @@
 //! JavaScript/TypeScript, Go, C/C++, Java). Bounded: only the lines given,
 //! at most `limit` mutants, each one replacement of one node's bytes.
 
+mod insert;
+mod operands;
 mod scope;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -44,10 +47,16 @@ pub enum Kind {
     Literal,
     Swap,
     OffByOne,
+    /// An operand dropped: `1 + f(x)` → `f(x)`.
+    Delete,
     Builtin,
     Condition,
+    /// A comparison's operator and bound: `n == 0` → `n <= 1`.
+    Boundary,
     Attribute,
     Name,
+    /// One of the function's method calls copied after a loop.
+    Insert,
     /// An argument `x` → `x - y`, `x + y` for each other variable `y`.
     Combine,
 }
@@ -239,6 +248,7 @@ pub fn mutants(lang: Language, text: &str, lines: (u32, u32), limit: usize) -> V
             gen.visit(*node, *field);
         }
     }
+    gen.insertions(&nodes);
     let mut out = gen.out;
     // Stable: within a kind, the order of the code.
     out.sort_by_key(|m| m.kind);
@@ -339,7 +349,11 @@ impl<'t> Generator<'t> {
         }
         if is_binary(kind) {
             self.swap_operands(node);
+            self.delete_operand(node);
+            self.operand_off_by_one(node);
+            self.boundary(node);
         }
+        self.empty_base_case(node);
         if is_integer(kind) {
             self.integer(node);
         }

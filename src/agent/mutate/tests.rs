@@ -208,3 +208,117 @@ fn a_sum_becomes_a_product() {
         "{r:?}"
     );
 }
+
+#[test]
+fn an_operand_is_dropped_unless_it_was_a_variables_only_read() {
+    let code = "def distance(a, b):\n    if a[0] == b[0]:\n        return 1 + distance(a[1:], b[1:])\n    return len(a)\n";
+    let r = results(Language::Python, code);
+    assert!(has(&r, &code.replace("1 + distance", "distance")), "{r:?}");
+    // `x + y` → `x` would leave `y` bound and never read.
+    let code = "def total(x, y):\n    return x + y\n";
+    let r = results(Language::Python, code);
+    assert!(!has(&r, "def total(x, y):\n    return x\n"), "{r:?}");
+    let delete = all(Language::Python, "def f(s):\n    return s.a and s.b\n");
+    assert!(
+        delete
+            .iter()
+            .any(|m| m.kind == Kind::Delete && m.replacement == "s.a"),
+        "{delete:?}"
+    );
+}
+
+#[test]
+fn an_operand_of_a_product_is_off_by_one_in_parentheses() {
+    let code = "def padded(digits):\n    return [1] + (len(digits)) * [0] + [1]\n";
+    let r = results(Language::Python, code);
+    assert!(
+        has(&r, &code.replace("(len(digits))", "(len(digits) - 1)")),
+        "{r:?}"
+    );
+    let code = "fn area(w: u32, h: u32) -> u32 {\n    w * h\n}\n";
+    let r = results(Language::Rust, code);
+    assert!(has(&r, &code.replace("w * h", "(w + 1) * h")), "{r:?}");
+    // Not in a sum: `a + (b - 1)` is the literal operator's business.
+    let r = results(Language::Python, "def s(a, b):\n    return a + b\n");
+    assert!(!r.iter().any(|(t, _)| t.contains("(b - 1)")), "{r:?}");
+}
+
+#[test]
+fn a_comparison_moves_its_operator_and_bound_together() {
+    let code = "def sort(xs):\n    if len(xs) == 0:\n        return xs\n    return halves(xs)\n";
+    let r = results(Language::Python, code);
+    assert!(
+        has(&r, &code.replace("len(xs) == 0", "len(xs) <= 1")),
+        "{r:?}"
+    );
+    assert!(
+        has(&r, &code.replace("len(xs) == 0", "len(xs) < 1")),
+        "{r:?}"
+    );
+    let js = "function small(n) {\n  return 2 > n;\n}\n";
+    let r = results(Language::JavaScript, js);
+    assert!(has(&r, &js.replace("2 > n", "3 >= n")), "{r:?}");
+    // A chained comparison is left alone.
+    let chained = all(Language::Python, "def inside(x):\n    return 0 < x < 9\n");
+    assert!(
+        !chained.iter().any(|m| m.kind == Kind::Boundary),
+        "{chained:?}"
+    );
+}
+
+#[test]
+fn an_empty_base_case_may_hold_the_empty_result() {
+    let code = "def choose(xs, k):\n    if k == 0:\n        return []\n    return [[x] + rest for x in xs for rest in choose(xs, k - 1)]\n";
+    let r = results(Language::Python, code);
+    assert!(has(&r, &code.replace("return []", "return [[]]")), "{r:?}");
+    // Only a returned empty list.
+    let r = results(Language::Python, "def f():\n    xs = []\n    return xs\n");
+    assert!(!r.iter().any(|(t, _)| t.contains("[[]]")), "{r:?}");
+}
+
+#[test]
+fn a_method_call_is_copied_after_a_loop() {
+    let code = "def chunks(text, n):\n    out = []\n    while len(text) > n:\n        piece, text = text[:n], text[n:]\n        out.append(piece)\n    return out\n";
+    let r = results(Language::Python, code);
+    let fixed = code.replace(
+        "out.append(piece)\n    return",
+        "out.append(piece)\n    out.append(text)\n    return",
+    );
+    assert!(has(&r, &fixed), "{r:?}");
+    let insert = all(Language::Python, code);
+    let m = insert
+        .iter()
+        .find(|m| m.apply(code).as_deref() == Some(fixed.as_str()))
+        .unwrap();
+    assert_eq!(m.kind, Kind::Insert);
+    assert_eq!(m.what, "after line 5: `out.append(text)`");
+    // Another receiver with methods called in the lines, inside a block.
+    let code = "def order(tokens):\n    out = []\n    stack = []\n    for t in tokens:\n        if t > 0:\n            out.append(t)\n        else:\n            while stack:\n                out.append(stack.pop())\n    return out\n";
+    let r = results(Language::Python, code);
+    assert!(
+        has(
+            &r,
+            &code.replace(
+                "out.append(stack.pop())\n    return",
+                "out.append(stack.pop())\n            stack.append(t)\n    return"
+            )
+        ),
+        "{r:?}"
+    );
+    // Rust and JavaScript keep the statement's semicolon.
+    let rust = "fn flush(xs: &[u8], out: &mut Vec<u8>, last: u8) {\n    for x in xs {\n        out.push(*x);\n    }\n}\n";
+    let r = results(Language::Rust, rust);
+    assert!(
+        has(
+            &r,
+            &rust.replace("    }\n}", "    }\n    out.push(last);\n}")
+        ),
+        "{r:?}"
+    );
+    let js = "function f(xs, out, last) {\n  for (const x of xs) {\n    out.push(x);\n  }\n}\n";
+    let r = results(Language::JavaScript, js);
+    assert!(
+        has(&r, &js.replace("  }\n}", "  }\n  out.push(last);\n}")),
+        "{r:?}"
+    );
+}
