@@ -354,6 +354,7 @@ impl<'t> Generator<'t> {
             self.boundary(node);
         }
         self.empty_base_case(node);
+        self.returned_sum(node);
         if is_integer(kind) {
             self.integer(node);
         }

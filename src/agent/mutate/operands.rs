@@ -4,7 +4,8 @@
 //! one inside arithmetic (`len(d) * [0]` → `(len(d) - 1) * [0]`), a
 //! comparison's operator and bound both moved (`n == 0` → `n <= 1`: a
 //! recursion's base case one short), and a recursion's empty base case
-//! that should hold the empty result (`return []` → `return [[]]`).
+//! that should hold the empty result (`return []` → `return [[]]`), and a
+//! returned collection joined with one already gathered.
 
 use tree_sitter::Node;
 
@@ -183,5 +184,33 @@ impl<'t> Generator<'t> {
             "`[]` → `[[]]`".to_owned(),
             Kind::Literal,
         );
+    }
+}
+
+impl Generator<'_> {
+    /// `return [f(x) for x in xs]` → `return ys + [f(x) for x in xs]` and
+    /// `… + ys`: a result that drops what was already gathered (a
+    /// recursion's results returned without those of the rest).
+    pub(super) fn returned_sum(&mut self, node: Node<'_>) {
+        let returned = node
+            .parent()
+            .is_some_and(|p| matches!(p.kind(), "return_statement" | "return_expression"));
+        let builds = matches!(
+            node.kind(),
+            "list_comprehension" | "list" | "array" | "call" | "call_expression"
+        );
+        if !returned || !builds {
+            return;
+        }
+        let current = self.text_of(node).to_owned();
+        for other in super::others_than(&self.names, &current) {
+            for replacement in [
+                format!("{other} + {current}"),
+                format!("{current} + {other}"),
+            ] {
+                let what = format!("`{current}` → `{replacement}`");
+                self.push(node, replacement, what, Kind::Combine);
+            }
+        }
     }
 }

@@ -322,3 +322,26 @@ fn a_method_call_is_copied_after_a_loop() {
         "{r:?}"
     );
 }
+
+#[test]
+fn a_returned_collection_is_joined_with_another_variable() {
+    let code = "def subsets(xs):\n    if xs:\n        first, *rest = xs\n        smaller = subsets(rest)\n        return [[first] + s for s in smaller]\n    return [[]]\n";
+    let r = results(Language::Python, code);
+    assert!(
+        has(
+            &r,
+            &code.replace("return [[first]", "return smaller + [[first]")
+        ),
+        "{r:?}"
+    );
+    let m = all(Language::Python, code);
+    assert!(
+        m.iter()
+            .filter(|m| m.replacement.starts_with("smaller + "))
+            .all(|m| m.kind == Kind::Combine),
+        "{m:?}"
+    );
+    // A returned name or number is not joined.
+    let r = results(Language::Python, "def f(a, b):\n    return a\n");
+    assert!(!r.iter().any(|(t, _)| t.contains("b + a")), "{r:?}");
+}
