@@ -14,12 +14,18 @@
 //! at most `limit` mutants, each one replacement of one node's bytes.
 
 mod insert;
+mod nodes;
 mod operands;
 mod scope;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tree_sitter::Node;
+
+use nodes::{
+    attribute_name, builtin_twin, code_children, is_argument_list, is_binary, is_declaring_field,
+    is_integer, is_parameter_list, is_target, operator_alternatives, swaps_operands,
+};
 
 use crate::position::LineIndex;
 use crate::syntax::Language;
@@ -68,132 +74,6 @@ impl Mutant {
         let after = text.get(self.end..)?;
         Some(format!("{before}{}{after}", self.replacement))
     }
-}
-
-/// Each operator's replacements.
-fn operator_alternatives(op: &str) -> &'static [&'static str] {
-    match op {
-        "<" => &["<=", ">"],
-        "<=" => &["<", ">="],
-        ">" => &[">=", "<"],
-        ">=" => &[">", "<="],
-        "==" => &["!="],
-        "!=" => &["=="],
-        "===" => &["!=="],
-        "!==" => &["==="],
-        "+" => &["-", "*"],
-        "-" => &["+"],
-        "*" => &["/", "+"],
-        "/" => &["*"],
-        "//" => &["/", "*"],
-        "%" => &["//"],
-        "&" => &["|", "^"],
-        "|" => &["&", "^"],
-        "^" => &["&", "|"],
-        "<<" => &[">>"],
-        ">>" => &["<<"],
-        "and" => &["or"],
-        "or" => &["and"],
-        "&&" => &["||"],
-        "||" => &["&&"],
-        "+=" => &["-="],
-        "-=" => &["+="],
-        "*=" => &["/="],
-        "/=" => &["*="],
-        "&=" => &["|=", "^="],
-        "|=" => &["&=", "^="],
-        "^=" => &["&=", "|="],
-        _ => &[],
-    }
-}
-
-/// Operators whose operands are worth swapping (not commutative for some
-/// types: strings, lists, numbers).
-fn swaps_operands(op: &str) -> bool {
-    matches!(op, "+" | "-" | "/" | "//" | "%" | "**")
-}
-
-/// Calls whose function is worth exchanging for its twin.
-fn builtin_twin(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "min" => "max",
-        "max" => "min",
-        "any" => "all",
-        "all" => "any",
-        _ => return None,
-    })
-}
-
-fn is_binary(kind: &str) -> bool {
-    matches!(
-        kind,
-        "binary_operator"
-            | "comparison_operator"
-            | "boolean_operator"
-            | "binary_expression"
-            | "augmented_assignment"
-            | "compound_assignment_expr"
-            | "augmented_assignment_expression"
-    )
-}
-
-fn is_argument_list(kind: &str) -> bool {
-    matches!(kind, "argument_list" | "arguments")
-}
-
-fn is_integer(kind: &str) -> bool {
-    matches!(
-        kind,
-        "integer"
-            | "integer_literal"
-            | "number"
-            | "int_literal"
-            | "number_literal"
-            | "decimal_integer_literal"
-    )
-}
-
-/// Where a name is declared or names something else than a variable.
-fn is_declaring_field(field: Option<&str>) -> bool {
-    matches!(
-        field,
-        Some("name" | "function" | "attribute" | "field" | "property" | "pattern" | "type")
-    )
-}
-
-/// Where a function declares its parameters.
-fn is_parameter_list(kind: &str) -> bool {
-    matches!(
-        kind,
-        "parameters"
-            | "formal_parameters"
-            | "parameter"
-            | "default_parameter"
-            | "typed_parameter"
-            | "typed_default_parameter"
-            | "parameter_list"
-            | "parameter_declaration"
-            | "formal_parameter"
-    )
-}
-
-/// A name being assigned or bound by a loop: replacing it rarely fixes
-/// anything and doubles the mutants.
-fn is_target(node: Node<'_>, field: Option<&str>) -> bool {
-    let parent = node.parent().map(|p| p.kind()).unwrap_or_default();
-    field == Some("left")
-        && matches!(
-            parent,
-            "assignment" | "augmented_assignment" | "for_statement" | "for_in_clause"
-        )
-}
-
-/// Named children that are code (no comments).
-fn code_children(node: Node<'_>) -> Vec<Node<'_>> {
-    let mut cursor = node.walk();
-    node.named_children(&mut cursor)
-        .filter(|c| !c.kind().contains("comment"))
-        .collect()
 }
 
 /// Mutants of the lines `lines` (1-based, inclusive) of `text`, cheapest
@@ -437,8 +317,30 @@ impl<'t> Generator<'t> {
             if self.lang != Language::Python && *alternative == "//" {
                 continue;
             }
+            // `1 + f(x)` → `1 * f(x)` is `f(x)` in disguise: the operand
+            // deletion makes the plain one.
+            if self.makes_an_identity(node, alternative) {
+                continue;
+            }
             let what = format!("`{op}` → `{alternative}`");
             self.push(node, (*alternative).to_owned(), what, Kind::Operator);
+        }
+    }
+
+    /// Whether `alternative` for the operator token `op_node` leaves its
+    /// expression equal to one operand (`1 * x`, `x / 1`, `0 + x`, `x - 0`).
+    fn makes_an_identity(&self, op_node: Node<'_>, alternative: &str) -> bool {
+        let Some(parent) = op_node.parent() else {
+            return false;
+        };
+        let left = parent.child_by_field_name("left").map(|n| self.text_of(n));
+        let right = parent.child_by_field_name("right").map(|n| self.text_of(n));
+        match alternative {
+            "*" => left == Some("1") || right == Some("1"),
+            "/" | "//" => right == Some("1"),
+            "+" => left == Some("0") || right == Some("0"),
+            "-" => right == Some("0"),
+            _ => false,
         }
     }
 
@@ -584,22 +486,6 @@ fn others_than(pool: &BTreeSet<String>, current: &str) -> Vec<String> {
         .take(MAX_NAMES)
         .cloned()
         .collect()
-}
-
-/// The attribute's name node of `x.name` (not a method being called: a
-/// method's twin is rarely another attribute of the lines).
-fn attribute_name<'n>(node: Node<'n>, field: Option<&str>) -> Option<Node<'n>> {
-    let name_field = match node.kind() {
-        "attribute" => "attribute",
-        "member_expression" => "property",
-        "field_expression" | "selector_expression" | "field_access" => "field",
-        _ => return None,
-    };
-    if field == Some("function") {
-        return None;
-    }
-    node.child_by_field_name(name_field)
-        .filter(|n| n.kind().ends_with("identifier"))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 use tree_sitter::Node;
 
+use super::nodes::code_children;
 use super::{Generator, Kind, MAX_NAMES};
 
 /// The most receivers a statement is copied with.
@@ -123,13 +124,13 @@ impl Generator<'_> {
     }
 
     fn template(&self, statement: Node<'_>) -> Option<Template> {
-        let call = super::code_children(statement)
+        let call = code_children(statement)
             .into_iter()
             .next()
             .filter(|c| is_call(c.kind()))?;
         let (receiver, _) = method_call(call)?;
         let arguments = call.child_by_field_name("arguments")?;
-        let args = super::code_children(arguments);
+        let args = code_children(arguments);
         let slice = |a: usize, b: usize| self.text.get(a..b).map(str::to_owned);
         if receiver.start_byte() != statement.start_byte() {
             return None;

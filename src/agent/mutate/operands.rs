@@ -9,7 +9,8 @@
 
 use tree_sitter::Node;
 
-use super::{is_integer, scope, Generator, Kind};
+use super::nodes::{code_children, is_integer};
+use super::{scope, Generator, Kind};
 
 /// Operators whose operand may be dropped (not comparisons: `a < b` → `a`
 /// changes the type; not assignments).
@@ -57,7 +58,7 @@ impl<'t> Generator<'t> {
         if node.kind() == "comparison_operator" {
             // Python's comparisons chain (`a < b < c`) and name no fields:
             // only the simple one, its operator the token between.
-            let [left, right] = super::code_children(node)[..] else {
+            let [left, right] = code_children(node)[..] else {
                 return None;
             };
             let op = self.text.get(left.end_byte()..right.start_byte())?.trim();

@@ -214,6 +214,11 @@ fn an_operand_is_dropped_unless_it_was_a_variables_only_read() {
     let code = "def distance(a, b):\n    if a[0] == b[0]:\n        return 1 + distance(a[1:], b[1:])\n    return len(a)\n";
     let r = results(Language::Python, code);
     assert!(has(&r, &code.replace("1 + distance", "distance")), "{r:?}");
+    // Not its disguise, `1 * distance(…)`.
+    assert!(
+        !has(&r, &code.replace("1 + distance", "1 * distance")),
+        "{r:?}"
+    );
     // `x + y` → `x` would leave `y` bound and never read.
     let code = "def total(x, y):\n    return x + y\n";
     let r = results(Language::Python, code);
