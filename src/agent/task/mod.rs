@@ -6,6 +6,7 @@
 //! when the task gives up, the best state reached (or the original) is
 //! restored.
 
+mod act;
 mod approaches;
 mod bisecting;
 mod brief;
@@ -14,6 +15,7 @@ mod candidates;
 mod check;
 mod code_blocks;
 mod diff;
+mod events;
 mod explain;
 mod failing_tests;
 mod files;
@@ -44,13 +46,14 @@ use super::host::Host;
 use super::paths::WorkspacePaths;
 use super::protected::Protected;
 use super::redact::Redactor;
-use super::types::{EventKind, TaskEvent, TaskResult, TaskSpec, Tokens};
+use super::types::{EventKind, TaskResult, TaskSpec, Tokens};
 use crate::index::WorkspaceIndex;
 use crate::model::{Message, Model};
 use tokio_util::sync::CancellationToken;
 
+use events::{capitalized, score_json};
 use explain::{Attempt, StopCause};
-use files::{CommandEffects, Files, TreeBytes};
+use files::{Files, TreeBytes};
 
 /// Malformed answers (e.g. tool arguments that are not JSON) the model may
 /// send in a row before the task stops.
@@ -556,151 +559,4 @@ impl Task {
         }
         self.give_up(StopCause::Iterations, best, &last).await
     }
-
-    /// Model turns until one ends without a tool call.
-    async fn act(&mut self) -> Result<(), StopCause> {
-        let mut malformed = 0;
-        self.edits_in_attempt = 0;
-        self.answer_note = None;
-        self.code_refused = None;
-        self.same_code_again = 0;
-        self.answer_cap = None;
-        // Where the attempt starts: a retry within it starts there again.
-        let start_len = self.messages.len();
-        let before = self.files.capture();
-        let dirty_before = self.dirty;
-        loop {
-            self.check_budget()?;
-            // The sampling of a retry stays (`same_code_again`), the verdict
-            // on the last answer goes.
-            self.answered_the_same_code = false;
-            self.repeated_an_attempt = false;
-            let turn = self.model_turn().await?;
-            let calls = turn.tool_calls.clone();
-            self.push(Message {
-                tool_calls: calls.clone(),
-                ..Message::assistant(turn.text.clone())
-            });
-            if !turn.text.trim().is_empty() {
-                self.last_text = turn.text.trim().to_owned();
-            }
-            if calls.is_empty() {
-                if let Some(note) = turn.note {
-                    // A malformed answer: tell the model and let it retry,
-                    // a few times.
-                    malformed += 1;
-                    if malformed > MAX_MALFORMED_TURNS {
-                        return Err(StopCause::Model(format!(
-                            "{MAX_MALFORMED_TURNS} malformed answers in a row; the last: {note}"
-                        )));
-                    }
-                    self.push(Message::user(prompt::defuse(&note).into_owned()));
-                    continue;
-                }
-                if self.edits_in_attempt == 0 && !self.spec.asks_a_question() {
-                    // Code instead of an edit call: the model still said
-                    // what to change. Not after edits: a summary that
-                    // quotes code must not undo them. Not for a question:
-                    // code in an answer is an example.
-                    self.answer_note = self.apply_answer_code(&turn.text).await?;
-                }
-                self.undo_a_repeat(&before, dirty_before).await;
-                if self.ask_again_for_the_same_code(start_len) {
-                    continue;
-                }
-                return Ok(());
-            }
-            let results = self.run_tools(&calls).await?;
-            for message in results {
-                self.push(message);
-            }
-        }
-    }
-
-    fn check_budget(&self) -> Result<(), StopCause> {
-        if self.cancel.is_cancelled() {
-            return Err(StopCause::Cancelled);
-        }
-        let budget = &self.spec.budget;
-        if self.tool_calls >= budget.max_tool_calls {
-            return Err(StopCause::ToolCalls);
-        }
-        if self.tokens.total() >= budget.max_tokens {
-            return Err(StopCause::Tokens);
-        }
-        if self.started.elapsed() >= budget.timeout {
-            return Err(StopCause::Timeout);
-        }
-        Ok(())
-    }
-
-    fn deadline(&self) -> tokio::time::Instant {
-        tokio::time::Instant::from_std(self.started + self.spec.budget.timeout)
-    }
-
-    fn push(&mut self, mut message: Message) {
-        // Nothing secret leaves the machine: every message is redacted once,
-        // when it enters the conversation.
-        if let std::borrow::Cow::Owned(redacted) =
-            self.redactor.redact_in_sequence(&message.content)
-        {
-            message.content = redacted;
-        }
-        self.messages.push(message);
-    }
-
-    fn event(&self, kind: EventKind, mut text: String, mut data: serde_json::Value) {
-        // Each event, and all of them together, within fixed sizes: the
-        // editor and `--json` must not receive what a command wrote.
-        let last = kind == EventKind::Status && data.get("status").is_some();
-        self.event_budget.lock().shape(&mut text, &mut data, last);
-        self.host.event(TaskEvent {
-            task_id: self.spec.id.clone(),
-            kind,
-            text,
-            data,
-        });
-    }
-
-    /// Tells the user (an event) what a command changed in the workspace;
-    /// returns the same for the model.
-    fn command_effects(&self, effects: &CommandEffects, who: &str) -> Option<String> {
-        let text = effects.describe(who)?;
-        let changes: Vec<serde_json::Value> = effects
-            .changes
-            .iter()
-            .map(|(path, change, lost)| {
-                json!({ "path": path, "change": change.as_str(), "restorable": lost.is_none() })
-            })
-            .collect();
-        self.event(
-            EventKind::Status,
-            text.clone(),
-            json!({ "commandChanges": changes }),
-        );
-        Some(text)
-    }
-
-    fn status(&self, text: &str) {
-        self.event(EventKind::Status, text.to_owned(), json!({}));
-    }
-}
-
-fn capitalized(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
-
-fn score_json(score: &check::Score) -> serde_json::Value {
-    json!({
-        "rejected": score.rejected,
-        "syntaxErrors": score.syntax_errors,
-        "checkerErrors": score.checker_errors,
-        "broken": score.broken,
-        "failed": score.failed,
-        "passed": score.passed,
-    })
 }
