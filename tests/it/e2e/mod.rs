@@ -7,6 +7,7 @@ pub(crate) mod harness;
 mod hostile_repo;
 
 mod agent;
+mod agent_buffers;
 mod agent_trace;
 mod arguments;
 mod bounded_outputs;
