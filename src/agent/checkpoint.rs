@@ -10,16 +10,20 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::agent::confined::Confined;
 use crate::agent::fsutil::{sync_dir, write_atomic};
+use clock::{from_ns, now_ns, wait_past};
+use removal::{remove_created, remove_file_and_dirs};
 
+mod clock;
 mod created;
 mod judge;
+mod removal;
 mod sign;
 mod store;
 mod trash;
@@ -533,49 +537,6 @@ fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
     }
 }
 
-/// Deletes `path` (gone already is fine), then the directories between it
-/// and `stop` that are now empty: those the task created for it.
-fn remove_file_and_dirs(path: &Path, stop: Option<&Path>) -> io::Result<()> {
-    remove_file_then_empty_dirs(path, stop, &|p| fs::remove_file(p), &|d| fs::remove_dir(d))?;
-    if let (Some(parent), Some(stop)) = (path.parent(), stop) {
-        sync_dir(parent.ancestors().find(|a| a.exists()).unwrap_or(stop));
-    }
-    Ok(())
-}
-
-/// [`remove_file_and_dirs`] through the workspace's root handle.
-fn remove_created(disk: &Confined, path: &Path, stop: Option<&Path>) -> io::Result<()> {
-    remove_file_then_empty_dirs(path, stop, &|p| disk.remove(p), &|d| disk.remove_dir(d))
-}
-
-/// The one walk behind both: remove the file, then each parent up to (not
-/// including) `stop` while it is empty.
-fn remove_file_then_empty_dirs(
-    path: &Path,
-    stop: Option<&Path>,
-    remove_file: &dyn Fn(&Path) -> io::Result<()>,
-    remove_dir: &dyn Fn(&Path) -> io::Result<()>,
-) -> io::Result<()> {
-    match remove_file(path) {
-        Ok(()) => {}
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-        Err(err) => return Err(err),
-    }
-    let Some(stop) = stop else { return Ok(()) };
-    let mut dir = path.parent();
-    while let Some(d) = dir {
-        if d == stop || !d.starts_with(stop) {
-            break;
-        }
-        // Fails on a non-empty directory: someone else's files are there.
-        if remove_dir(d).is_err() {
-            break;
-        }
-        dir = d.parent();
-    }
-    Ok(())
-}
-
 fn mode_bits(meta: &fs::Metadata) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     meta.permissions().mode() & 0o7777
@@ -633,37 +594,4 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// Waits (a clock tick at most) until the filesystem's clock, the coarse
-/// one, is past `ns`: every file made after this gets a later timestamp,
-/// and every file made before it an earlier one, so birth times tell the
-/// task's files from older ones exactly (see `Stat::existed_before`).
-fn wait_past(ns: u64) {
-    for _ in 0..200 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes only to `ts`.
-        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
-            return;
-        }
-        let coarse = (ts.tv_sec as i128) * 1_000_000_000 + ts.tv_nsec as i128;
-        if coarse > i128::from(ns) {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-}
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-fn from_ns(ns: u64) -> SystemTime {
-    UNIX_EPOCH + std::time::Duration::from_nanos(ns)
 }
