@@ -505,6 +505,22 @@ mod tests {
     }
 
     #[test]
+    fn the_tools_quoted_as_an_import_are_not_added() {
+        // The 1.5B's levenshtein fix came with `from tools import …`: the
+        // module would not import, and the fix was lost.
+        let answer = "```python\nfrom tools import read_file, search, edit\nfrom collections import deque\n\ndef bfs(start, goal):\n    queue = deque()\n    queue.append(start)\n    while queue:\n        node = queue.popleft()\n        if node is goal:\n            return True\n    return False\n```";
+        let blocks = fenced_blocks(answer);
+        let edits = plan(&blocks[0], &[candidate("bfs.py", BFS)]).unwrap();
+        let fixed = apply(BFS, &edits);
+        assert!(!fixed.contains("from tools"), "{fixed}");
+        assert!(fixed.contains("from collections import deque\n"), "{fixed}");
+        // One name may be the project's own.
+        let answer = "```python\nfrom text import search\n\ndef bfs(start, goal):\n    return search(start, goal)\n```";
+        let edits = plan(&fenced_blocks(answer)[0], &[candidate("bfs.py", BFS)]).unwrap();
+        assert!(apply(BFS, &edits).contains("from text import search\n"));
+    }
+
+    #[test]
     fn imports_the_file_has_are_not_added_again() {
         let answer = "```python\nfrom collections  import deque as Queue\n\ndef bfs(start, goal):\n    queue = Queue()\n    queue.append(start)\n    while queue:\n        node = queue.popleft()\n        if node is goal:\n            return True\n```";
         let blocks = fenced_blocks(answer);

@@ -52,11 +52,47 @@ pub(super) fn missing(language: Language, block: &str, file: &str) -> Option<Vec
     let mut missing: Vec<String> = Vec::new();
     for range in top_level(language, block) {
         let text = &block[range];
+        if quotes_the_tools(language, text) {
+            continue;
+        }
         if !have.contains(&normalize(text)) && !missing.iter().any(|m| m == text) {
             missing.push(text.to_owned());
         }
     }
     (!missing.is_empty()).then_some(missing)
+}
+
+/// The agent's tools, as a model may name them in code.
+const TOOL_NAMES: &[&str] = &[
+    "search",
+    "repo_map",
+    "read_file",
+    "edit",
+    "write_file",
+    "run_tests",
+    "run_command",
+    "diagnostics",
+];
+
+/// `from tools import read_file, search, edit`: a small model quoting the
+/// tools it was offered as a Python import (seen with the 1.5B). Put in a
+/// file it makes the module unimportable, and loses the fix beside it. Two
+/// names at least, all of them tools': one (`from text import search`)
+/// may be the project's own.
+fn quotes_the_tools(language: Language, import: &str) -> bool {
+    if language != Language::Python {
+        return false;
+    }
+    let Some((_, names)) = import.split_once(" import ") else {
+        return false;
+    };
+    let names: Vec<&str> = names
+        .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace())
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .collect();
+    names.len() >= 2 && names.iter().all(|n| TOOL_NAMES.contains(n))
 }
 
 /// Puts `imports` after the file's last top-level import or, in a file
