@@ -400,8 +400,29 @@ impl<'t> Generator<'t> {
             alternatives.push(value - 1);
         }
         for alternative in alternatives {
+            // `1 + f(x)` → `0 + f(x)`: the operand deletion's `f(x)`.
+            if self.literal_makes_an_identity(node, alternative) {
+                continue;
+            }
             let what = format!("`{digits}` → `{alternative}`");
             self.push(node, alternative.to_string(), what, Kind::Literal);
+        }
+    }
+
+    /// Whether the integer `node`, as `value`, leaves its binary expression
+    /// equal to the other operand (`0 + x`, `x - 0`, `1 * x`, `x / 1`, `x ** 1`).
+    fn literal_makes_an_identity(&self, node: Node<'_>, value: u32) -> bool {
+        let Some(parent) = node.parent().filter(|p| is_binary(p.kind())) else {
+            return false;
+        };
+        let Some(op) = parent.child_by_field_name("operator") else {
+            return false;
+        };
+        let right = parent.child_by_field_name("right").map(|r| r.id()) == Some(node.id());
+        match (self.text_of(op), value) {
+            ("+", 0) | ("*", 1) => true,
+            ("-", 0) | ("/" | "//" | "**", 1) => right,
+            _ => false,
         }
     }
 

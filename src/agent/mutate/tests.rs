@@ -214,11 +214,23 @@ fn an_operand_is_dropped_unless_it_was_a_variables_only_read() {
     let code = "def distance(a, b):\n    if a[0] == b[0]:\n        return 1 + distance(a[1:], b[1:])\n    return len(a)\n";
     let r = results(Language::Python, code);
     assert!(has(&r, &code.replace("1 + distance", "distance")), "{r:?}");
-    // Not its disguise, `1 * distance(…)`.
+    // Not its disguises, `1 * distance(…)` and `0 + distance(…)`.
     assert!(
         !has(&r, &code.replace("1 + distance", "1 * distance")),
         "{r:?}"
     );
+    assert!(
+        !has(&r, &code.replace("1 + distance", "0 + distance")),
+        "{r:?}"
+    );
+    // A literal that is not an identity still moves.
+    assert!(
+        has(&r, &code.replace("1 + distance", "2 + distance")),
+        "{r:?}"
+    );
+    let r = results(Language::Python, "def f(x):\n    return x - 1\n");
+    assert!(!has(&r, "def f(x):\n    return x - 0\n"), "{r:?}");
+    assert!(has(&r, "def f(x):\n    return x - 2\n"), "{r:?}");
     // `x + y` → `x` would leave `y` bound and never read.
     let code = "def total(x, y):\n    return x + y\n";
     let r = results(Language::Python, code);
