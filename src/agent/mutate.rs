@@ -335,13 +335,7 @@ impl<'t> Generator<'t> {
         };
         let left = parent.child_by_field_name("left").map(|n| self.text_of(n));
         let right = parent.child_by_field_name("right").map(|n| self.text_of(n));
-        match alternative {
-            "*" => left == Some("1") || right == Some("1"),
-            "/" | "//" => right == Some("1"),
-            "+" => left == Some("0") || right == Some("0"),
-            "-" => right == Some("0"),
-            _ => false,
-        }
+        is_identity(alternative, left, right)
     }
 
     fn swap_operands(&mut self, node: Node<'_>) {
@@ -418,12 +412,16 @@ impl<'t> Generator<'t> {
         let Some(op) = parent.child_by_field_name("operator") else {
             return false;
         };
-        let right = parent.child_by_field_name("right").map(|r| r.id()) == Some(node.id());
-        match (self.text_of(op), value) {
-            ("+", 0) | ("*", 1) => true,
-            ("-", 0) | ("/" | "//" | "**", 1) => right,
-            _ => false,
-        }
+        let value = value.to_string();
+        let side = |field: &str| {
+            parent
+                .child_by_field_name(field)
+                .map(|n| match n.id() == node.id() {
+                    true => value.as_str(),
+                    false => self.text_of(n),
+                })
+        };
+        is_identity(self.text_of(op), side("left"), side("right"))
     }
 
     /// A name or call that is an argument or an index: `f(x)`, `a[x]`.
@@ -497,6 +495,18 @@ impl<'t> Generator<'t> {
             let what = format!("`{current}` → `{other}`");
             self.push(node, other, what, Kind::Name);
         }
+    }
+}
+
+/// Whether `left op right` is one of its operands (`0 + x`, `x - 0`,
+/// `1 * x`, `x / 1`, `x ** 1`): the operand deletion's change in disguise.
+fn is_identity(op: &str, left: Option<&str>, right: Option<&str>) -> bool {
+    match op {
+        "+" => left == Some("0") || right == Some("0"),
+        "*" => left == Some("1") || right == Some("1"),
+        "-" => right == Some("0"),
+        "/" | "//" | "**" => right == Some("1"),
+        _ => false,
     }
 }
 
