@@ -199,4 +199,3 @@ async fn fault_hang_until_client_timeout() {
     let v = post_json(&server, "/v1/messages", json!({})).await;
     assert_eq!(v["content"][0]["text"], "fine");
 }
-

@@ -150,7 +150,6 @@ fn openai_collect(events: &[Sse]) -> (String, Vec<(String, String, String)>, usi
     (text, calls, content_chunks)
 }
 
-
 mod faults;
 mod providers;
 mod script;

@@ -490,4 +490,3 @@ async fn llamacpp_infill_and_completion() {
     assert_eq!(v["content"], "a b c d");
     assert_eq!(v["stop"], true);
 }
-
