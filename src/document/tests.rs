@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::position::tests::ts_point_naive;
 

@@ -1,4 +1,3 @@
-
 use super::PositionEncoding::{Utf16, Utf32, Utf8};
 use super::*;
 

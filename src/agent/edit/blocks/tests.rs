@@ -1,4 +1,3 @@
-
 use super::*;
 
 const GCD: &str = "def gcd(a, b):\n    if b == 0:\n        return a\n    else:\n        return gcd(a % b, b)\n\n\n\"\"\"\nDocs.\n\"\"\"\n";
