@@ -33,6 +33,7 @@ mod tests_first;
 mod tools;
 mod tried;
 mod turn;
+mod undefined;
 mod verifying;
 
 use std::sync::Arc;
@@ -500,7 +501,7 @@ impl Task {
                 return self.give_up(cause, best, &last).await;
             }
             let mut verification = if self.dirty {
-                match self.verify().await {
+                match self.verified_with_imports().await {
                     Ok(v) => v,
                     Err(cause) => return self.give_up(cause, best, &last).await,
                 }

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::check::Verification;
 use super::explain::StopCause;
+use super::undefined::{with_imports, Scope};
 use super::{prompt, Task};
 use crate::agent::checkers::Severity;
 use crate::agent::edit::{complete_beginning, unclosed_block, FencedBlock};
@@ -30,35 +31,6 @@ fn file_in_comment(line: &str) -> Option<String> {
             w.contains('.') && crate::syntax::Language::from_path(std::path::Path::new(w)).is_some()
         })
         .map(|w| w.trim_start_matches("./").to_owned())
-}
-
-/// The name a checker reports undefined: ruff's "Undefined name `gcd`",
-/// pyflakes' "undefined name 'gcd'".
-fn undefined_name(message: &str) -> Option<String> {
-    let lower = message.to_ascii_lowercase();
-    let at = lower.find("undefined name")? + "undefined name".len();
-    let name: String = message[at..]
-        .trim_start()
-        .trim_start_matches(['`', '\'', '"'])
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect();
-    (!name.is_empty()).then_some(name)
-}
-
-/// `text` with `imports` at its top: beside its own imports, or two
-/// blank lines above its code.
-fn with_imports<S: AsRef<str>>(imports: &[S], text: &str) -> String {
-    if imports.is_empty() {
-        return text.to_owned();
-    }
-    let imports: Vec<&str> = imports.iter().map(AsRef::as_ref).collect();
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let gap = match first.starts_with("import ") || first.starts_with("from ") {
-        true => "\n",
-        false => "\n\n\n",
-    };
-    format!("{}{gap}{text}", imports.join("\n"))
 }
 
 /// Attempts at tests that fail for the right reason.
@@ -108,7 +80,9 @@ impl Task {
                 continue;
             }
             let mut v = self.verify().await?;
-            if self.right_reason(baseline, &v).is_err() && self.import_what_tests_call().await? {
+            if self.right_reason(baseline, &v).is_err()
+                && self.import_undefined_names(Scope::Tests).await?
+            {
                 v = self.verify().await?;
             }
             match self.right_reason(baseline, &v) {
@@ -294,71 +268,6 @@ impl Task {
         None
     }
 
-    /// The project's Python modules (not its tests) that define `name`, as
-    /// an import names them (`pkg/util.py` → `pkg.util`), sorted, each once.
-    fn python_modules_defining(&self, name: &str) -> Vec<String> {
-        let mut modules: Vec<String> = self
-            .index
-            .definitions(name)
-            .into_iter()
-            .map(|d| self.files.paths.relative(&d.path))
-            .filter(|home| !is_test_file(home) && home.ends_with(".py"))
-            .map(|home| home.trim_end_matches(".py").replace('/', "."))
-            .collect();
-        modules.sort();
-        modules.dedup();
-        modules
-    }
-
-    /// Tests that call the project's functions without importing them (the
-    /// 1.5B's tests for `gcd` and `get_factors`, twice each: "Undefined
-    /// name" from the checkers, and the tests thrown away): the import
-    /// added at the top of the test file, for each name exactly one module
-    /// of the project defines (Python). Whether a file changed.
-    async fn import_what_tests_call(&mut self) -> Result<bool, StopCause> {
-        let mut calls: Vec<ToolCall> = Vec::new();
-        let mut added: Vec<String> = Vec::new();
-        for path in self.files.changed_files() {
-            let rel = self.files.paths.relative(&path);
-            if !is_test_file(&rel) || !rel.ends_with(".py") {
-                continue;
-            }
-            let mut names: Vec<String> = self
-                .last_checks
-                .iter()
-                .flat_map(|c| c.diagnostics())
-                .filter(|d| d.severity == Severity::Error && d.path.ends_with(rel.as_str()))
-                .filter_map(|d| undefined_name(&d.message))
-                .collect();
-            names.sort();
-            names.dedup();
-            let mut imports: Vec<String> = Vec::new();
-            for name in names {
-                if let [module] = self.python_modules_defining(&name).as_slice() {
-                    imports.push(format!("from {module} import {name}"));
-                }
-            }
-            let Some(text) = self.files.text(&path).filter(|_| !imports.is_empty()) else {
-                continue;
-            };
-            added.extend(imports.iter().map(|i| format!("`{i}` in {rel}")));
-            calls.push(ToolCall {
-                id: format!("tests-first-import-{}", calls.len() + 1),
-                name: "write_file".to_owned(),
-                arguments: json!({ "path": rel, "content": with_imports(&imports, &text) }),
-            });
-        }
-        if calls.is_empty() {
-            return Ok(false);
-        }
-        self.status(&format!(
-            "The tests call what they never import: added {}",
-            added.join(", ")
-        ));
-        self.run_tools(&calls).await?;
-        Ok(true)
-    }
-
     /// While writing tests first, the block an answer left open at its end
     /// (cut off at its token limit), as far as it is complete: whole lines
     /// that parse, with a definition in them — the tests written before
@@ -467,23 +376,5 @@ impl Task {
             name: "write_file".to_owned(),
             arguments: json!({ "path": rel, "content": block.code }),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_the_checkers_report_undefined() {
-        assert_eq!(
-            undefined_name("Undefined name `get_factors`").as_deref(),
-            Some("get_factors")
-        );
-        assert_eq!(
-            undefined_name("undefined name 'gcd'").as_deref(),
-            Some("gcd")
-        );
-        assert_eq!(undefined_name("`os` imported but unused"), None);
     }
 }
