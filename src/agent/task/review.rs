@@ -220,20 +220,16 @@ impl Task {
 }
 
 /// `APPROVE`, or `REJECT` and its reasons, from the reviewer's answer:
-/// its last `VERDICT:` line, else its first line (markdown and case
-/// aside); `None` when it says neither.
+/// what follows its last `VERDICT:` — on that line or the next (the 1.5B
+/// ended four of 21 QuixBugs reviews with `VERDICT:` and its verdict
+/// below) — else its first line (markdown and case aside); `None` when it
+/// says neither.
 fn parse_verdict(text: &str) -> Option<(bool, Vec<String>)> {
-    if let Some(line) = text
-        .lines()
-        .rev()
-        .find(|l| l.to_uppercase().contains("VERDICT:"))
-    {
-        let upper = line.to_uppercase();
-        let at = upper.find("VERDICT:").unwrap_or(0) + "VERDICT:".len();
-        let rest = line.get(at..).unwrap_or("").trim();
-        return first_line_verdict(rest);
+    // ASCII upper case keeps every byte offset of `text`.
+    match text.to_ascii_uppercase().rfind("VERDICT:") {
+        Some(at) => first_line_verdict(text.get(at + "VERDICT:".len()..).unwrap_or("")),
+        None => first_line_verdict(text),
     }
-    first_line_verdict(text)
 }
 
 fn first_line_verdict(text: &str) -> Option<(bool, Vec<String>)> {
@@ -306,6 +302,15 @@ mod tests {
                 "It deletes test_even.\n**Verdict: REJECT: the test test_even is deleted**"
             ),
             Some((false, vec!["the test test_even is deleted".to_owned()]))
+        );
+        assert_eq!(
+            parse_verdict("It adds a print.\nVERDICT:\n\nREJECT: debugging output"),
+            Some((false, vec!["debugging output".to_owned()])),
+            "the verdict on the line after"
+        );
+        assert_eq!(
+            parse_verdict("Fine. VERDICT: APPROVE"),
+            Some((true, vec![]))
         );
         assert_eq!(parse_verdict(""), None);
         assert_eq!(
