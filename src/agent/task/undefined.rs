@@ -40,19 +40,99 @@ fn undefined_name(message: &str) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-/// `text` with `imports` at its top: beside its own imports, or two
-/// blank lines above its code.
+/// A line that starts a top-level Python import.
+fn starts_import(line: &str) -> bool {
+    line.starts_with("import ") || (line.starts_with("from ") && line.contains(" import "))
+}
+
+/// Where new imports go in Python `text` (a byte offset at a line's
+/// start): after its last top-level import (a parenthesized one to its
+/// closing line), so they follow `from __future__` and stay beside the
+/// others; in a file without one, after its opening comments and module
+/// docstring, which must stay first to stay the docstring.
+fn import_offset(text: &str) -> (usize, bool) {
+    let mut offset = 0;
+    let mut after_last_import = None;
+    let mut lines = text.split_inclusive('\n');
+    while let Some(line) = lines.next() {
+        offset += line.len();
+        if !starts_import(line) {
+            continue;
+        }
+        let mut open = line.contains('(') && !line.contains(')');
+        while open {
+            let Some(next) = lines.next() else { break };
+            offset += next.len();
+            open = !next.contains(')');
+        }
+        after_last_import = Some(offset);
+    }
+    if let Some(at) = after_last_import {
+        return (at, true);
+    }
+    // No import: past a shebang, comments and blank lines, then past a
+    // module docstring if one comes next.
+    let at: usize = text
+        .split_inclusive('\n')
+        .take_while(|l| l.trim().is_empty() || l.trim().starts_with('#'))
+        .map(str::len)
+        .sum();
+    (past_docstring(text, at), false)
+}
+
+/// `at` moved past the module docstring that starts there, if one does.
+fn past_docstring(text: &str, at: usize) -> usize {
+    let mut lines = text[at..].split_inclusive('\n');
+    let Some(first) = lines.next() else {
+        return at;
+    };
+    let code = first.trim_start_matches(['r', 'R', 'u', 'U']);
+    let Some(quote) = ["\"\"\"", "\'\'\'"]
+        .into_iter()
+        .find(|q| code.starts_with(q))
+    else {
+        return at;
+    };
+    let mut end = at + first.len();
+    if code[quote.len()..].contains(quote) {
+        return end;
+    }
+    for line in lines {
+        end += line.len();
+        if line.contains(quote) {
+            return end;
+        }
+    }
+    // An unclosed docstring: leave the file's start alone.
+    at
+}
+
+/// `text` with `imports` added where they belong (see `import_offset`):
+/// one a line beside the file's imports, else set apart from the code.
 pub(super) fn with_imports<S: AsRef<str>>(imports: &[S], text: &str) -> String {
     if imports.is_empty() {
         return text.to_owned();
     }
-    let imports: Vec<&str> = imports.iter().map(AsRef::as_ref).collect();
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let gap = match first.starts_with("import ") || first.starts_with("from ") {
-        true => "\n",
-        false => "\n\n\n",
+    let added = imports
+        .iter()
+        .map(AsRef::as_ref)
+        .collect::<Vec<&str>>()
+        .join("\n");
+    let (at, beside_imports) = import_offset(text);
+    let (head, tail) = text.split_at(at);
+    // A last line without its newline gets one.
+    let newline = match head.is_empty() || head.ends_with('\n') {
+        true => "",
+        false => "\n",
     };
-    format!("{}{gap}{text}", imports.join("\n"))
+    if beside_imports {
+        return format!("{head}{newline}{added}\n{tail}");
+    }
+    let code = tail.trim_start_matches('\n');
+    match head.trim().is_empty() {
+        true => format!("{added}\n\n\n{code}"),
+        false => format!("{head}{newline}\n{added}\n\n\n{code}"),
+    }
 }
 
 /// The top-level import statements of Python `text`, each on one line
@@ -218,6 +298,36 @@ mod tests {
             Some("gcd")
         );
         assert_eq!(undefined_name("`os` imported but unused"), None);
+    }
+
+    #[test]
+    fn imports_go_beside_the_files_own_after_future_and_after_the_docstring() {
+        let add = |text: &str| with_imports(&["from collections import deque"], text);
+        // The QuixBugs file starts with a blank line.
+        assert_eq!(
+            add("\nfrom collections import deque as Queue\n\ndef f():\n    return deque()\n"),
+            "\nfrom collections import deque as Queue\nfrom collections import deque\n\ndef f():\n    return deque()\n"
+        );
+        // `from __future__` must stay first; a parenthesized import whole.
+        assert_eq!(
+            add("\"\"\"Doc.\"\"\"\nfrom __future__ import annotations\nfrom x import (\n    a,\n)\nX = 1\n"),
+            "\"\"\"Doc.\"\"\"\nfrom __future__ import annotations\nfrom x import (\n    a,\n)\nfrom collections import deque\nX = 1\n"
+        );
+        // No import: after the comments and the module docstring.
+        assert_eq!(
+            add("#!/usr/bin/env python3\n\"\"\"The module.\n\nMore.\n\"\"\"\n\ndef f():\n    pass\n"),
+            "#!/usr/bin/env python3\n\"\"\"The module.\n\nMore.\n\"\"\"\n\nfrom collections import deque\n\n\ndef f():\n    pass\n"
+        );
+        assert_eq!(
+            add("def f():\n    pass\n"),
+            "from collections import deque\n\n\ndef f():\n    pass\n"
+        );
+        // A docstring's line that reads like an import is not one.
+        assert_eq!(
+            add("\"\"\"Counts words\nfrom the start.\"\"\"\n\ndef f():\n    pass\n"),
+            "\"\"\"Counts words\nfrom the start.\"\"\"\n\nfrom collections import deque\n\n\ndef f():\n    pass\n"
+        );
+        assert_eq!(add("x = 1"), "from collections import deque\n\n\nx = 1");
     }
 
     #[test]
