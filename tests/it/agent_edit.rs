@@ -135,6 +135,7 @@ fixture_tests! {
     indentation_reindent,
     indentation_deeper_search,
     indentation_tabs,
+    indentation_uneven_search,
     punctuation,
     punctuation_nbsp,
     crlf,

@@ -298,7 +298,10 @@ pub(super) fn normalize_punctuation(line: &str) -> Cow<'_, str> {
 /// Replacement lines the model left unchanged (equal to a search line) are
 /// copied from the file, so a loose match never rewrites the whitespace or
 /// quotes of lines the edit does not change; the others are re-indented by
-/// the difference between the search text's indentation and the file's.
+/// the difference between the search text's indentation and the file's at
+/// the lines they replace (or follow): a quote indented unevenly (the
+/// 1.5B's hunk: one line 8 spaces too deep, the next 4) moves each change
+/// by its own place's offset, not the first line's.
 fn line_replacement(
     lf: &str,
     file: &[Line<'_>],
@@ -308,22 +311,36 @@ fn line_replacement(
 ) -> Found {
     let k = quoted.search.len();
     let matched = &file[i..i + k];
-    let (from, to) = indents(&quoted.search, matched);
-    let mut new_lines: Vec<Cow<str>> = quoted
-        .replace
-        .iter()
-        .map(|l| reindent(l, from, to))
-        .collect();
+    let whole = indents(&quoted.search, matched);
+    let mut new_lines: Vec<Cow<str>> = quoted.replace.iter().map(|l| Cow::Borrowed(*l)).collect();
     for op in capture_diff_slices(Algorithm::Myers, &quoted.search, &quoted.replace) {
-        if let DiffOp::Equal {
-            old_index,
-            new_index,
-            len,
-        } = op
-        {
-            for j in 0..len {
-                new_lines[new_index + j] = Cow::Borrowed(matched[old_index + j].text);
+        let (old_at, new_range) = match op {
+            DiffOp::Equal {
+                old_index,
+                new_index,
+                len,
+            } => {
+                for j in 0..len {
+                    new_lines[new_index + j] = Cow::Borrowed(matched[old_index + j].text);
+                }
+                continue;
             }
+            DiffOp::Delete { .. } => continue,
+            DiffOp::Insert {
+                old_index,
+                new_index,
+                new_len,
+            } => (old_index, new_index..new_index + new_len),
+            DiffOp::Replace {
+                old_index,
+                new_index,
+                new_len,
+                ..
+            } => (old_index, new_index..new_index + new_len),
+        };
+        let (from, to) = indents_near(&quoted.search, matched, old_at).unwrap_or(whole);
+        for j in new_range {
+            new_lines[j] = reindent(quoted.replace[j], from, to);
         }
     }
 
@@ -360,6 +377,21 @@ fn indents<'s, 'f>(search: &[&'s str], matched: &[Line<'f>]) -> (&'s str, &'f st
         }
     }
     ("", "")
+}
+
+/// The indentation of the search line nearest `at` that is not blank (at
+/// it or after, else before), and of the file line it matched: the offset
+/// of a change there.
+fn indents_near<'s, 'f>(
+    search: &[&'s str],
+    matched: &[Line<'f>],
+    at: usize,
+) -> Option<(&'s str, &'f str)> {
+    let solid = |j: &usize| !search[*j].trim().is_empty();
+    let j = (at..search.len())
+        .find(solid)
+        .or_else(|| (0..at.min(search.len())).rev().find(solid))?;
+    Some((leading_ws(search[j]), leading_ws(matched[j].text)))
 }
 
 fn leading_ws(line: &str) -> &str {

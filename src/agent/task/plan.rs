@@ -101,11 +101,7 @@ impl Task {
     pub(super) async fn make_plan(&mut self, first: &str) -> Result<(), StopCause> {
         self.status("Planning");
         let steps = match self.ask_for_plan(first, PLAN_INSTRUCTION, 0.0).await {
-            Ok(steps) if !steps.is_empty() => steps,
-            Ok(_) => {
-                self.status("The model's answer had no numbered steps; going on without a plan");
-                return Ok(());
-            }
+            Ok(steps) => steps,
             // The cause reaches the user, not only the log (a model's time
             // limit hid here once).
             Err(why) => {
@@ -156,8 +152,11 @@ impl Task {
 
     /// After a failed attempt: the plan corrected with what failed and the
     /// tests still failing. Greedily the 1.5B gave back the same plan after
-    /// each failure, so a revision that repeats the plan is asked for once
-    /// more, sampled and told it must change.
+    /// each failure, or — shown the plan as the attempts see it, "do step
+    /// 2 now" — answered with code (17 revisions of 17 in a QuixBugs run);
+    /// so the plan is quoted without the attempt's order, and an answer
+    /// that repeats the plan or has no steps is asked for once more,
+    /// sampled and told what was wrong with it.
     async fn revise_plan(&mut self, v: &Verification) {
         if self.plan.steps.is_empty() || self.check_budget().is_err() {
             return;
@@ -170,27 +169,40 @@ impl Task {
         };
         let failing = still_failing(v);
         let instruction = format!(
-            "The last attempt failed: {}.{failing} Revise the plan: keep the steps that still hold, correct or add the ones that failed.{kept} At most six numbered steps, one line each; no code.",
+            "The last attempt failed: {}.{failing} Revise the plan — do not fix the code now: keep the steps that still hold, correct or add the ones that failed.{kept} Answer with the numbered steps only (at most six, one line each, starting `1.`), no code.",
             prompt::defuse(&failure)
         );
-        let brief = format!("{}{}", self.brief, self.plan_for_prompt());
-        let mut steps = self
-            .ask_for_plan(&brief, &instruction, 0.0)
-            .await
-            .unwrap_or_default();
-        if steps == self.plan.steps && self.check_budget().is_ok() {
-            let insist = format!(
-                "{instruction} This plan has already failed as it is: the revised plan must differ — aim a step at what the still-failing tests check, in code the plan does not name yet if need be."
-            );
-            steps = self
-                .ask_for_plan(&brief, &insist, REVISE_AGAIN_TEMPERATURE)
-                .await
-                .unwrap_or_default();
+        let brief = format!("{}{}", self.brief, self.plan_to_revise());
+        let mut answer = self.ask_for_plan(&brief, &instruction, 0.0).await;
+        let again = match &answer {
+            Ok(steps) if *steps == self.plan.steps => Some(
+                "This plan has already failed as it is: the revised plan must differ — aim a step at what the still-failing tests check, in code the plan does not name yet if need be.",
+            ),
+            Err(PlanFailure::NoSteps(_)) => Some(
+                "Your last answer was code, not a plan: answer with the numbered steps of the revised plan, in words.",
+            ),
+            _ => None,
+        };
+        if let Some(again) = again.filter(|_| self.check_budget().is_ok()) {
+            answer = self
+                .ask_for_plan(
+                    &brief,
+                    &format!("{instruction} {again}"),
+                    REVISE_AGAIN_TEMPERATURE,
+                )
+                .await;
         }
-        if steps.is_empty() || steps == self.plan.steps {
-            self.status("The plan stays as it was (its revision came back the same)");
-            return;
-        }
+        let steps = match answer {
+            Ok(steps) if steps != self.plan.steps => steps,
+            Ok(_) => {
+                self.status("The plan stays as it was (its revision came back the same)");
+                return;
+            }
+            Err(why) => {
+                self.status(&format!("The plan stays as it was (no revision: {why})"));
+                return;
+            }
+        };
         self.plan.steps = steps;
         self.plan.revisions += 1;
         // What was done stays done; at least one step is left to do.
@@ -198,13 +210,18 @@ impl Task {
         self.plan_event("Plan revised");
     }
 
-    /// The plan as the first message quotes it.
-    pub(super) fn plan_for_prompt(&self) -> String {
-        if self.plan.steps.is_empty() {
-            return String::new();
-        }
-        let marked: Vec<String> = self
-            .plan
+    /// The plan as a revision's request quotes it: its steps, those done
+    /// marked, without the order an attempt is given.
+    fn plan_to_revise(&self) -> String {
+        format!(
+            "\nThe plan so far (the steps marked done are verified; the last attempt followed it and failed):\n{}\n",
+            self.marked_steps().join("\n")
+        )
+    }
+
+    /// The plan's steps, those done marked.
+    fn marked_steps(&self) -> Vec<String> {
+        self.plan
             .steps
             .iter()
             .enumerate()
@@ -212,7 +229,15 @@ impl Task {
                 true => format!("{step} (done)"),
                 false => step.clone(),
             })
-            .collect();
+            .collect()
+    }
+
+    /// The plan as the first message quotes it.
+    pub(super) fn plan_for_prompt(&self) -> String {
+        if self.plan.steps.is_empty() {
+            return String::new();
+        }
+        let marked = self.marked_steps();
         let now = match self.plan.step_in_progress() {
             Some(k) => format!(
                 "Do step {} now, and only it; the tests run after it, and the next step comes after that.\n",
@@ -242,7 +267,7 @@ impl Task {
         context: &str,
         instruction: &str,
         temperature: f64,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, PlanFailure> {
         let system = match self.compact_prompt() {
             true => self.boundary.local_system_prompt(),
             false => self.boundary.system_prompt(),
@@ -255,8 +280,38 @@ impl Task {
         let text = self
             .words_only_turn(&model, messages, PLAN_MAX_TOKENS, temperature)
             .await
-            .inspect_err(|why| tracing::warn!(%why, "no plan from the model"))?;
-        Ok(numbered_steps(&text))
+            .inspect_err(|why| tracing::warn!(%why, "no plan from the model"))
+            .map_err(PlanFailure::Failed)?;
+        let steps = numbered_steps(&text);
+        if steps.is_empty() {
+            tracing::info!(answer = %text, "the plan's answer had no numbered steps");
+            let start: Vec<&str> = text.split_whitespace().take(10).collect();
+            return Err(PlanFailure::NoSteps(start.join(" ")));
+        }
+        Ok(steps)
+    }
+}
+
+/// Why a planning turn gave no steps.
+enum PlanFailure {
+    /// The turn failed (time, cancellation, the model's error).
+    Failed(String),
+    /// The answer had no numbered steps (the 1.5B answered with code); its
+    /// first words.
+    NoSteps(String),
+}
+
+impl std::fmt::Display for PlanFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanFailure::Failed(why) => f.write_str(why),
+            PlanFailure::NoSteps(start) => {
+                write!(
+                    f,
+                    "the model's answer had no numbered steps (it began: {start} …)"
+                )
+            }
+        }
     }
 }
 
