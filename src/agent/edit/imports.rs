@@ -40,6 +40,54 @@ fn top_level(language: Language, text: &str) -> Vec<Range<usize>> {
         .collect()
 }
 
+/// The whole-line ranges of Python `text`'s top-level imports, in order
+/// (an import a docstring quotes is no import).
+pub fn python_top_level(text: &str) -> Vec<Range<usize>> {
+    top_level(Language::Python, text)
+}
+
+/// Where Python `text`'s leading comments and module docstring end: the
+/// byte offset after the docstring's last line, else after the last
+/// comment before the first statement, else 0.
+pub fn python_preamble_end(text: &str) -> usize {
+    let Some(tree) = parse_str(Language::Python, text, None) else {
+        return 0;
+    };
+    let root = tree.root_node();
+    let mut cursor = root.walk();
+    let mut end = 0;
+    for node in root.children(&mut cursor) {
+        if node.kind() == "comment" {
+            end = whole_lines(text, &node.byte_range()).end;
+            continue;
+        }
+        let docstring = node.kind() == "expression_statement"
+            && node.named_child_count() == 1
+            && node.named_child(0).is_some_and(|s| s.kind() == "string")
+            && !node.has_error();
+        if docstring {
+            end = whole_lines(text, &node.byte_range()).end;
+        }
+        break;
+    }
+    match end {
+        0 => 0,
+        end => past_newline(text, end),
+    }
+}
+
+/// `at` (a line's end) moved past its newline, if it has one.
+fn past_newline(text: &str, at: usize) -> usize {
+    let rest = &text[at..];
+    if rest.starts_with("\r\n") {
+        at + 2
+    } else if rest.starts_with('\n') {
+        at + 1
+    } else {
+        at
+    }
+}
+
 /// The block's top-level imports that the file lacks (the model's fix
 /// uses `deque` and imports it; a function put in place without its
 /// import is a `NameError`).

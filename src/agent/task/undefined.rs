@@ -14,6 +14,7 @@ use super::check::Verification;
 use super::explain::StopCause;
 use super::Task;
 use crate::agent::checkers::Severity;
+use crate::agent::edit::{python_preamble_end, python_top_level};
 use crate::agent::verify::is_test_file;
 use crate::model::ToolCall;
 
@@ -40,71 +41,25 @@ fn undefined_name(message: &str) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-/// A line that starts a top-level Python import.
-fn starts_import(line: &str) -> bool {
-    line.starts_with("import ") || (line.starts_with("from ") && line.contains(" import "))
-}
-
 /// Where new imports go in Python `text` (a byte offset at a line's
-/// start): after its last top-level import (a parenthesized one to its
-/// closing line), so they follow `from __future__` and stay beside the
-/// others; in a file without one, after its opening comments and module
-/// docstring, which must stay first to stay the docstring.
+/// start): after its last top-level import, so they follow `from
+/// __future__` and stay beside the others; in a file without one, after
+/// its opening comments and module docstring, which must stay first to
+/// stay the docstring. Read from the syntax tree: an import a docstring
+/// quotes is no import.
 fn import_offset(text: &str) -> (usize, bool) {
-    let mut offset = 0;
-    let mut after_last_import = None;
-    let mut lines = text.split_inclusive('\n');
-    while let Some(line) = lines.next() {
-        offset += line.len();
-        if !starts_import(line) {
-            continue;
+    match python_top_level(text).last() {
+        Some(last) => {
+            let end = last.end;
+            let newline = match &text[end..] {
+                rest if rest.starts_with("\r\n") => 2,
+                rest if rest.starts_with('\n') => 1,
+                _ => 0,
+            };
+            (end + newline, true)
         }
-        let mut open = line.contains('(') && !line.contains(')');
-        while open {
-            let Some(next) = lines.next() else { break };
-            offset += next.len();
-            open = !next.contains(')');
-        }
-        after_last_import = Some(offset);
+        None => (python_preamble_end(text), false),
     }
-    if let Some(at) = after_last_import {
-        return (at, true);
-    }
-    // No import: past a shebang, comments and blank lines, then past a
-    // module docstring if one comes next.
-    let at: usize = text
-        .split_inclusive('\n')
-        .take_while(|l| l.trim().is_empty() || l.trim().starts_with('#'))
-        .map(str::len)
-        .sum();
-    (past_docstring(text, at), false)
-}
-
-/// `at` moved past the module docstring that starts there, if one does.
-fn past_docstring(text: &str, at: usize) -> usize {
-    let mut lines = text[at..].split_inclusive('\n');
-    let Some(first) = lines.next() else {
-        return at;
-    };
-    let code = first.trim_start_matches(['r', 'R', 'u', 'U']);
-    let Some(quote) = ["\"\"\"", "\'\'\'"]
-        .into_iter()
-        .find(|q| code.starts_with(q))
-    else {
-        return at;
-    };
-    let mut end = at + first.len();
-    if code[quote.len()..].contains(quote) {
-        return end;
-    }
-    for line in lines {
-        end += line.len();
-        if line.contains(quote) {
-            return end;
-        }
-    }
-    // An unclosed docstring: leave the file's start alone.
-    at
 }
 
 /// `text` with `imports` added where they belong (see `import_offset`):
@@ -136,25 +91,19 @@ pub(super) fn with_imports<S: AsRef<str>>(imports: &[S], text: &str) -> String {
 }
 
 /// The top-level import statements of Python `text`, each on one line
-/// (a parenthesized list joined).
+/// (a parenthesized or continued one joined, comments dropped).
 fn import_statements(text: &str) -> Vec<String> {
-    let mut statements = Vec::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        if !(line.starts_with("import ") || line.starts_with("from ")) {
-            continue;
-        }
-        let mut statement = line.split('#').next().unwrap_or("").trim_end().to_owned();
-        if statement.contains('(') {
-            while !statement.contains(')') {
-                let Some(next) = lines.next() else { break };
-                statement.push(' ');
-                statement.push_str(next.split('#').next().unwrap_or("").trim());
-            }
-        }
-        statements.push(statement);
-    }
-    statements
+    python_top_level(text)
+        .into_iter()
+        .map(|range| {
+            text[range]
+                .lines()
+                .map(|line| line.split('#').next().unwrap_or("").trim_end_matches('\\'))
+                .flat_map(str::split_whitespace)
+                .collect::<Vec<&str>>()
+                .join(" ")
+        })
+        .collect()
 }
 
 /// The import that binds `name` where the file binds only an alias of it:
@@ -327,6 +276,11 @@ mod tests {
             add("\"\"\"Counts words\nfrom the start.\"\"\"\n\ndef f():\n    pass\n"),
             "\"\"\"Counts words\nfrom the start.\"\"\"\n\nfrom collections import deque\n\n\ndef f():\n    pass\n"
         );
+        // Nor an import a docstring quotes as usage.
+        assert_eq!(
+            add("\"\"\"Usage:\n\nfrom words import title_case\n\"\"\"\n\ndef f():\n    pass\n"),
+            "\"\"\"Usage:\n\nfrom words import title_case\n\"\"\"\n\nfrom collections import deque\n\n\ndef f():\n    pass\n"
+        );
         assert_eq!(add("x = 1"), "from collections import deque\n\n\nx = 1");
     }
 
@@ -350,5 +304,12 @@ mod tests {
         assert_eq!(unaliased_import(text, "Queue"), None);
         assert_eq!(unaliased_import(text, "linalg"), None);
         assert_eq!(unaliased_import("import os\n", "os"), None);
+        // A continued line is one statement; a docstring's is none.
+        assert_eq!(
+            unaliased_import("from y import \\\n    d as e\n", "d").as_deref(),
+            Some("from y import d")
+        );
+        let quoted = "\"\"\"Use:\nfrom collections import deque as Queue\n\"\"\"\n";
+        assert_eq!(unaliased_import(quoted, "deque"), None);
     }
 }
