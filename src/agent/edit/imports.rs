@@ -77,7 +77,7 @@ pub fn python_preamble_end(text: &str) -> usize {
 }
 
 /// `at` (a line's end) moved past its newline, if it has one.
-fn past_newline(text: &str, at: usize) -> usize {
+pub fn past_newline(text: &str, at: usize) -> usize {
     let rest = &text[at..];
     if rest.starts_with("\r\n") {
         at + 2

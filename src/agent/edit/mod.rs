@@ -24,7 +24,7 @@ pub use blocks::{
     complete_beginning, defined_names, fenced_blocks, plan as plan_block, unclosed_block,
     BlockEdit, Candidate, FencedBlock, NoEdit,
 };
-pub(crate) use imports::{python_preamble_end, python_top_level};
+pub(crate) use imports::{past_newline, python_preamble_end, python_top_level};
 pub use line_fix::{line_edit, line_fixes, LineEdit, LineFix, NoLineFix};
 pub use lint::{lint_guard, LintRejection};
 pub use step::{plan_step, FileOp, OpReport, PlannedChange};

@@ -14,7 +14,7 @@ use super::check::Verification;
 use super::explain::StopCause;
 use super::Task;
 use crate::agent::checkers::Severity;
-use crate::agent::edit::{python_preamble_end, python_top_level};
+use crate::agent::edit::{past_newline, python_preamble_end, python_top_level};
 use crate::agent::verify::is_test_file;
 use crate::model::ToolCall;
 
@@ -49,15 +49,7 @@ fn undefined_name(message: &str) -> Option<String> {
 /// quotes is no import.
 fn import_offset(text: &str) -> (usize, bool) {
     match python_top_level(text).last() {
-        Some(last) => {
-            let end = last.end;
-            let newline = match &text[end..] {
-                rest if rest.starts_with("\r\n") => 2,
-                rest if rest.starts_with('\n') => 1,
-                _ => 0,
-            };
-            (end + newline, true)
-        }
+        Some(last) => (past_newline(text, last.end), true),
         None => (python_preamble_end(text), false),
     }
 }
