@@ -101,7 +101,14 @@ impl Task {
     pub(super) async fn make_plan(&mut self, first: &str) -> Result<(), StopCause> {
         self.status("Planning");
         let steps = match self.ask_for_plan(first, PLAN_INSTRUCTION, 0.0).await {
-            Ok(steps) => steps,
+            Ok(steps) => steps
+                .iter()
+                .enumerate()
+                .map(|(i, step)| match step_number(step) {
+                    Some((_, text)) => format!("{}. {text}", i + 1),
+                    None => step.clone(),
+                })
+                .collect(),
             // The cause reaches the user, not only the log (a model's time
             // limit hid here once).
             Err(why) => {
@@ -174,9 +181,13 @@ impl Task {
         );
         let brief = format!("{}{}", self.brief, self.plan_to_revise());
         let mut answer = self.ask_for_plan(&brief, &instruction, 0.0).await;
+        let repeated = matches!(&answer, Ok(steps) if *steps == self.plan.steps);
         let again = match &answer {
-            Ok(steps) if *steps == self.plan.steps => Some(
-                "This plan has already failed as it is: the revised plan must differ — aim a step at what the still-failing tests check, in code the plan does not name yet if need be.",
+            // Asked for a whole plan again, the 1.5B copied the one quoted
+            // (45 of 74 revisions, at 0.7 too): asked which step is wrong,
+            // it has to write one.
+            Ok(_) if repeated => Some(
+                "This plan has already failed as it is, so one of its steps is wrong: answer with that step's number and the corrected step, on one line (`2. In x.py, …`) — aim it at what the still-failing tests check, in code the plan does not name yet if need be; a number one past the last adds a step.",
             ),
             Err(PlanFailure::NoSteps(_)) => Some(
                 "Your last answer was code, not a plan: answer with the numbered steps of the revised plan, in words.",
@@ -191,6 +202,11 @@ impl Task {
                     REVISE_AGAIN_TEMPERATURE,
                 )
                 .await;
+            // Only the answer to "which step" is read as a correction: a
+            // one-step answer to "revise the plan" is the whole plan.
+            if repeated {
+                answer = answer.map(|steps| self.with_correction(steps));
+            }
         }
         let steps = match answer {
             Ok(steps) if steps != self.plan.steps => steps,
@@ -208,6 +224,16 @@ impl Task {
         // What was done stays done; at least one step is left to do.
         self.plan.done = self.plan.done.min(self.plan.steps.len().saturating_sub(1));
         self.plan_event("Plan revised");
+    }
+
+    /// A revision's answer as the whole plan (see [`corrected`]); a step
+    /// done that was corrected is to do again, and those after it.
+    fn with_correction(&mut self, answer: Vec<String>) -> Vec<String> {
+        let (steps, number) = corrected(&self.plan.steps, answer);
+        if let Some(n) = number.filter(|_| steps != self.plan.steps) {
+            self.plan.done = self.plan.done.min(n - 1);
+        }
+        steps
     }
 
     /// The plan as a revision's request quotes it: its steps, those done
@@ -334,9 +360,12 @@ fn still_failing(v: &Verification) -> String {
     format!(" Still failing: {}{more}.", names.join(", "))
 }
 
-/// `1. …`, `2) …`, `- …` lines (at most [`MAX_STEPS`]), renumbered.
+/// `1. …`, `2) …`, `- …` lines (at most [`MAX_STEPS`]), renumbered — but
+/// for a single numbered line, which keeps its number: the answer to
+/// "which step was wrong" ([`step_number`]).
 fn numbered_steps(text: &str) -> Vec<String> {
     let mut steps: Vec<String> = Vec::new();
+    let mut first_number = None;
     for line in text.lines() {
         let line = line.trim();
         let body = line
@@ -346,6 +375,9 @@ fn numbered_steps(text: &str) -> Vec<String> {
             .or_else(|| line.strip_prefix("- "))
             .or_else(|| line.strip_prefix("* "));
         if let Some(body) = body.map(str::trim).filter(|b| !b.is_empty()) {
+            if steps.is_empty() {
+                first_number = step_number(line).map(|(n, _)| n);
+            }
             let body: String = body.chars().take(240).collect();
             steps.push(format!("{}. {body}", steps.len() + 1));
             if steps.len() == MAX_STEPS {
@@ -353,12 +385,79 @@ fn numbered_steps(text: &str) -> Vec<String> {
             }
         }
     }
+    if let (Some(n), [only]) = (first_number, steps.as_mut_slice()) {
+        *only = format!("{n}.{}", only.trim_start_matches("1."));
+    }
     steps
+}
+
+/// `plan` with a revision's `answer`: an answer of one numbered step is
+/// the correction of the step of that number (one past the last: a step
+/// added), returned with the number; more steps are the whole plan.
+fn corrected(plan: &[String], answer: Vec<String>) -> (Vec<String>, Option<usize>) {
+    let Some((number, text)) = (match answer.as_slice() {
+        [only] => step_number(only),
+        _ => None,
+    }) else {
+        return (answer, None);
+    };
+    let mut steps = plan.to_vec();
+    match number {
+        n if (1..=steps.len()).contains(&n) => steps[n - 1] = format!("{n}. {text}"),
+        n if n == steps.len() + 1 => steps.push(format!("{n}. {text}")),
+        // Numbered past the plan: a plan of its own, numbered from 1.
+        _ => return (vec![format!("1. {text}")], None),
+    }
+    (steps, Some(number))
+}
+
+/// `3. In x.py, …` → (3, "In x.py, …"); `None` for a line not numbered.
+fn step_number(line: &str) -> Option<(usize, &str)> {
+    let line = line.trim();
+    let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let number = line[..digits].parse().ok()?;
+    let text = line[digits..].strip_prefix(['.', ')'])?.trim();
+    (!text.is_empty()).then_some((number, text))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{numbered_steps, PlanState};
+    use super::{corrected, numbered_steps, PlanState};
+
+    #[test]
+    fn a_single_step_is_the_correction_of_the_step_it_numbers() {
+        let plan = vec![
+            "1. In a.py, check `f`.".to_owned(),
+            "2. Run test_a.py.".to_owned(),
+        ];
+        // The answer to "which step is wrong" keeps its number…
+        let answer = numbered_steps("3. In b.py, fix `g`: the bound is one short.");
+        assert_eq!(answer, ["3. In b.py, fix `g`: the bound is one short."]);
+        assert_eq!(
+            corrected(&plan, answer),
+            (
+                vec![
+                    "1. In a.py, check `f`.".to_owned(),
+                    "2. Run test_a.py.".to_owned(),
+                    "3. In b.py, fix `g`: the bound is one short.".to_owned()
+                ],
+                Some(3)
+            )
+        );
+        let (steps, number) = corrected(&plan, numbered_steps("1) In a.py, fix `f`'s loop."));
+        assert_eq!(steps[0], "1. In a.py, fix `f`'s loop.");
+        assert_eq!((steps.len(), number), (2, Some(1)));
+        // …a number past the plan's end is no correction, and several
+        // steps are the whole plan, renumbered.
+        let far = numbered_steps("7. Rewrite everything.");
+        assert_eq!(
+            corrected(&plan, far),
+            (vec!["1. Rewrite everything.".to_owned()], None)
+        );
+        let whole = numbered_steps("2. In a.py, fix `f`.\n3. Run test_a.py.");
+        assert_eq!(whole, ["1. In a.py, fix `f`.", "2. Run test_a.py."]);
+        assert_eq!(corrected(&plan, whole.clone()), (whole, None));
+    }
 
     #[test]
     fn steps_are_the_numbered_or_bulleted_lines() {
