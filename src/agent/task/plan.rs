@@ -181,7 +181,7 @@ impl Task {
         );
         let brief = format!("{}{}", self.brief, self.plan_to_revise());
         let mut answer = self.ask_for_plan(&brief, &instruction, 0.0).await;
-        let repeated = matches!(&answer, Ok(steps) if *steps == self.plan.steps);
+        let repeated = matches!(&answer, Ok(steps) if repeats(&self.plan.steps, steps));
         let again = match &answer {
             // Asked for a whole plan again, the 1.5B copied the one quoted
             // (45 of 74 revisions, at 0.7 too): asked which step is wrong,
@@ -209,7 +209,7 @@ impl Task {
             }
         }
         let steps = match answer {
-            Ok(steps) if steps != self.plan.steps => steps,
+            Ok(steps) if !repeats(&self.plan.steps, &steps) => steps,
             Ok(_) => {
                 self.status("The plan stays as it was (its revision came back the same)");
                 return;
@@ -230,7 +230,7 @@ impl Task {
     /// done that was corrected is to do again, and those after it.
     fn with_correction(&mut self, answer: Vec<String>) -> Vec<String> {
         let (steps, number) = corrected(&self.plan.steps, answer);
-        if let Some(n) = number.filter(|_| steps != self.plan.steps) {
+        if let Some(n) = number.filter(|_| !repeats(&self.plan.steps, &steps)) {
             self.plan.done = self.plan.done.min(n - 1);
         }
         steps
@@ -411,6 +411,20 @@ fn corrected(plan: &[String], answer: Vec<String>) -> (Vec<String>, Option<usize
     (steps, Some(number))
 }
 
+/// Whether `revised` only repeats `plan`: each of its steps the same as
+/// the plan's step of that number or the start of it, markdown emphasis
+/// aside — an answer cut at its token limit (seen: the 1.5B's "revisions"
+/// of `lcs_length`, its plan again up to `3. **Test`), or fewer steps.
+fn repeats(plan: &[String], revised: &[String]) -> bool {
+    let plain = |step: &str| step.replace(['*', '_', '`'], "").trim().to_owned();
+    !revised.is_empty()
+        && revised.len() <= plan.len()
+        && revised
+            .iter()
+            .zip(plan)
+            .all(|(new, old)| plain(old).starts_with(&plain(new)))
+}
+
 /// `3. In x.py, …` → (3, "In x.py, …"); `None` for a line not numbered.
 fn step_number(line: &str) -> Option<(usize, &str)> {
     let line = line.trim();
@@ -422,7 +436,28 @@ fn step_number(line: &str) -> Option<(usize, &str)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{corrected, numbered_steps, PlanState};
+    use super::{corrected, numbered_steps, repeats, PlanState};
+
+    #[test]
+    fn a_plan_cut_short_repeats_it() {
+        let plan = vec![
+            "1. **Fix the loop** in `f`.".to_owned(),
+            "2. **Test the Corrected Function**: run test_f.py.".to_owned(),
+        ];
+        assert!(repeats(&plan, &plan));
+        assert!(repeats(
+            &plan,
+            &[
+                "1. **Fix the loop** in `f`.".to_owned(),
+                "2. **Test**".to_owned()
+            ]
+        ));
+        assert!(repeats(&plan, &plan[..1]));
+        assert!(!repeats(&plan, &["1. Fix the bound in `g`.".to_owned()]));
+        let longer = [plan.clone(), vec!["3. Check `g`.".to_owned()]].concat();
+        assert!(!repeats(&plan, &longer));
+        assert!(!repeats(&plan, &[]));
+    }
 
     #[test]
     fn a_single_step_is_the_correction_of_the_step_it_numbers() {
