@@ -68,7 +68,9 @@ def main(argv):
         tin = sum(t.get("tokens_in") or 0 for t in tasks.values())
         tout = sum(t.get("tokens_out") or 0 for t in tasks.values())
         rows["tokens in / out"].append(f"{tin / 1000:,.1f} k / {tout / 1000:,.1f} k")
-        gained, lost = sorted(fixed - first), sorted(first - fixed)
+        # A program one of the two runs did not reach is neither.
+        lost = sorted((first & set(tasks)) - fixed)
+        gained = sorted(fixed - first - (set(tasks) - set(runs[0][2])))
         rows["gained / lost (against the first)"].append(
             f"+{len(gained)} / −{len(lost)}" + (f" ({', '.join(gained)} / {', '.join(lost)})" if gained or lost else ""))
     for name, values in rows.items():
