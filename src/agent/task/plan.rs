@@ -308,6 +308,9 @@ impl Task {
             .await
             .inspect_err(|why| tracing::warn!(%why, "no plan from the model"))
             .map_err(PlanFailure::Failed)?;
+        // Every answer, to see what a revision that "came back the same"
+        // said (FETTLE_LOG=fettle::agent=debug).
+        tracing::debug!(%temperature, answer = %text, "the plan's answer");
         let steps = numbered_steps(&text);
         if steps.is_empty() {
             tracing::info!(answer = %text, "the plan's answer had no numbered steps");
