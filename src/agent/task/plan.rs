@@ -415,11 +415,16 @@ fn corrected(plan: &[String], answer: Vec<String>) -> (Vec<String>, Option<usize
 }
 
 /// Whether `revised` only repeats `plan`: each of its steps the same as
-/// the plan's step of that number or the start of it, markdown emphasis
-/// aside — an answer cut at its token limit (seen: the 1.5B's "revisions"
+/// the plan's step of that number or the start of it, markdown emphasis,
+/// case and spacing aside — an answer cut at its token limit (seen: the 1.5B's "revisions"
 /// of `lcs_length`, its plan again up to `3. **Test`), or fewer steps.
 fn repeats(plan: &[String], revised: &[String]) -> bool {
-    let plain = |step: &str| step.replace(['*', '_', '`'], "").trim().to_owned();
+    // Case too: asked which step is wrong, the 1.5B gave the whole plan
+    // again without its bold and in lower case ("Identify the issue").
+    let plain = |step: &str| {
+        let words = step.replace(['*', '_', '`'], "").to_lowercase();
+        words.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
     !revised.is_empty()
         && revised.len() <= plan.len()
         && revised
@@ -456,6 +461,13 @@ mod tests {
             ]
         ));
         assert!(repeats(&plan, &plan[..1]));
+        assert!(repeats(
+            &plan,
+            &[
+                "1. Fix the loop  in f.".to_owned(),
+                "2. test the corrected function: run test_f.py.".to_owned()
+            ]
+        ));
         assert!(!repeats(&plan, &["1. Fix the bound in `g`.".to_owned()]));
         let longer = [plan.clone(), vec!["3. Check `g`.".to_owned()]].concat();
         assert!(!repeats(&plan, &longer));
