@@ -3,7 +3,8 @@
 // completion, fed by the client's built-in LSP 3.18 support; the server's
 // code actions reach the lightbulb as they are. Here: finding the binary,
 // forwarding settings, the status bar, commands with progress and Cancel,
-// the task log, and the task's diff in VS Code's diff editor.
+// and the task log; the conversation is chat.ts, the task's diff in VS
+// Code's diff editor diffview.ts.
 import * as fs from 'fs';
 import * as os from 'os';
 import * as vscode from 'vscode';
@@ -13,10 +14,7 @@ import {
   ExecuteCommandRequest,
   LanguageClient,
   type LanguageClientOptions,
-  type MessageActionItem,
-  MessageType,
   type ServerOptions,
-  type ShowMessageRequestParams,
   ShowMessageRequest,
   State,
   type StaticFeature,
@@ -34,19 +32,19 @@ import {
   rewriteArguments,
   taskArguments,
   taskMessage,
-  type Range,
   type TaskResult,
 } from './commands';
-import { parseUnifiedDiff, reverseApply } from './diff';
+import { DiffView } from './diffview';
 import { serverSettings } from './settings';
 import { statusView, type Stats } from './status';
+import { ChatView, type TaskEvent } from './chat';
+import { askModal, errorMessage, instructionOf, isCancelled, toRange } from './ui';
 
 export const LANGUAGES = [
   'rust', 'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact',
   'go', 'c', 'cpp', 'java', 'lua',
 ];
 
-const BEFORE_SCHEME = 'fettle-before';
 /** How long the cursor rests before its place is reported (`fettle/cursor`). */
 const CURSOR_REST_MS = 150;
 
@@ -104,8 +102,7 @@ export class Fettle {
   private stats: Stats | undefined;
   private working = 0;
   private lastTask: TaskResult | undefined;
-  private readonly before = new Map<string, string>();
-  private readonly beforeChanged = new vscode.EventEmitter<vscode.Uri>();
+  private readonly diffView: DiffView;
   private poll: NodeJS.Timeout | undefined;
   private cursorTimer: NodeJS.Timeout | undefined;
   private progressTokens = 0;
@@ -114,11 +111,7 @@ export class Fettle {
   /** When the extension was created: settings that change soon after are late, not the user's edit. */
   private readonly createdAt = Date.now();
   /** The conversation of Fettle: Chat (the "Fettle Chat" output). */
-  private readonly chatChannel: vscode.OutputChannel;
-  private chatTurns = 0;
-  /** The running chat's task, once its first event names it. */
-  private chatRunning: { task?: string } | undefined;
-  private chatStreaming = false;
+  private readonly chatView: ChatView;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -127,22 +120,16 @@ export class Fettle {
     private readonly keys: string[],
     private readonly createClient: ClientFactory = realClient,
   ) {
-    this.chatChannel = vscode.window.createOutputChannel('Fettle Chat');
-    context.subscriptions.push(this.chatChannel);
+    this.chatView = new ChatView(context.subscriptions);
     this.status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
     this.status.command = 'fettle.vscode.toggleGhostText';
-    context.subscriptions.push(this.status, this.beforeChanged);
+    context.subscriptions.push(this.status);
     // Where the cursor rests: the embedded model prepares its prompt there.
     context.subscriptions.push(
       vscode.window.onDidChangeTextEditorSelection((event) => this.cursorMoved(event.textEditor)),
       vscode.window.onDidChangeActiveTextEditor((editor) => editor && this.cursorMoved(editor)),
     );
-    context.subscriptions.push(
-      vscode.workspace.registerTextDocumentContentProvider(BEFORE_SCHEME, {
-        onDidChange: this.beforeChanged.event,
-        provideTextDocumentContent: (uri) => this.before.get(uri.toString()) ?? '',
-      }),
-    );
+    this.diffView = new DiffView(context.subscriptions);
   }
 
   private config(): vscode.WorkspaceConfiguration {
@@ -379,41 +366,7 @@ export class Fettle {
   private logEvent(event: TaskEvent): void {
     const text = event.text.length > 2000 ? `${event.text.slice(0, 2000)}…` : event.text;
     this.tasks.appendLine(`[${event.taskId}] ${event.kind}: ${text}`);
-    this.chatEvent(event);
-  }
-
-  /** The running chat's events in the conversation: text as it streams, the rest a line each. */
-  private chatEvent(event: TaskEvent): void {
-    const running = this.chatRunning;
-    if (!running) {
-      return;
-    }
-    if (running.task === undefined) {
-      // The agent's first event names the task.
-      if (event.kind !== 'status' || !event.text.startsWith('Started:')) {
-        return;
-      }
-      running.task = event.taskId;
-    }
-    if (event.taskId !== running.task) {
-      return;
-    }
-    if (event.kind === 'text') {
-      this.chatChannel.append(event.text);
-      this.chatStreaming = true;
-      return;
-    }
-    if (this.chatStreaming) {
-      this.chatChannel.appendLine('');
-      this.chatStreaming = false;
-    }
-    // A step's first line; what follows a status (the suspects, a test
-    // command's last lines) indented below, a few lines at most.
-    const [first, ...rest] = event.text.split('\n');
-    this.chatChannel.appendLine(`  · ${first}`);
-    for (const line of event.kind === 'status' ? rest.slice(0, 8) : []) {
-      this.chatChannel.appendLine(`    ${line}`);
-    }
+    this.chatView.event(event);
   }
 
   /** Runs a server command with a notification showing its progress, and Cancel. */
@@ -507,7 +460,7 @@ export class Fettle {
   async runTask(title: string, command: string, args: unknown[], chat = false): Promise<void> {
     const result = await this.execute<TaskResult>(title, command, args);
     if (chat) {
-      this.chatEnded(result);
+      this.chatView.ended(result);
     }
     if (!result) {
       return;
@@ -530,7 +483,7 @@ export class Fettle {
 
   async chat(): Promise<void> {
     const typed = await vscode.window.showInputBox(
-      this.chatTurns > 0
+      this.chatView.turns > 0
         ? { prompt: 'Fettle: follow-up (it continues the conversation; start with /new for a new one)', placeHolder: 'e.g. now also handle the empty list' }
         : { prompt: 'Fettle: what should change?', placeHolder: 'e.g. make the tests pass' },
     );
@@ -541,14 +494,8 @@ export class Fettle {
     if (message.trim() === '') {
       return;
     }
-    const continued = !fresh && this.chatTurns > 0;
-    if (!continued && this.chatTurns > 0) {
-      this.chatChannel.appendLine('\n--- new conversation ---');
-    }
-    this.chatChannel.appendLine(`\nYou: ${message}\n\nFettle:`);
-    this.chatChannel.show(true);
-    this.chatRunning = {};
-    this.chatStreaming = false;
+    const continued = !fresh && this.chatView.turns > 0;
+    this.chatView.begin(message, continued);
     const editor = vscode.window.activeTextEditor;
     const range = editor ? toRange(editor.selection) : undefined;
     await this.runTask(
@@ -557,21 +504,6 @@ export class Fettle {
       chatArguments(message, editor?.document.uri.toString(), range, continued),
       true,
     );
-  }
-
-  /** A chat's end in the conversation: its summary. */
-  private chatEnded(result: TaskResult | undefined): void {
-    this.chatRunning = undefined;
-    if (this.chatStreaming) {
-      this.chatChannel.appendLine('');
-      this.chatStreaming = false;
-    }
-    if (!result) {
-      this.chatChannel.appendLine('\n[no answer: see the Fettle output]');
-      return;
-    }
-    this.chatTurns = result.conversation?.turns ?? this.chatTurns + 1;
-    this.chatChannel.appendLine(`\n[${result.status}]\n${result.summary}`);
   }
 
   async fixFile(): Promise<void> {
@@ -611,75 +543,8 @@ export class Fettle {
   }
 
   async showDiff(): Promise<void> {
-    const task = this.lastTask;
-    if (!task?.diff) {
-      void vscode.window.showInformationMessage('Fettle: no task with changes yet.');
-      return;
-    }
-    const files = parseUnifiedDiff(task.diff);
-    const file = files.length === 1 ? files[0] : await pickFile(files);
-    if (!file) {
-      return;
-    }
-    const root = vscode.workspace.workspaceFolders?.[0]?.uri;
-    if (!root) {
-      return;
-    }
-    const after = vscode.Uri.joinPath(root, file.path);
-    try {
-      const now = (await vscode.workspace.openTextDocument(after)).getText().replace(/\r\n/g, '\n');
-      const before = vscode.Uri.from({ scheme: BEFORE_SCHEME, path: after.path, query: task.taskId });
-      this.before.set(before.toString(), reverseApply(now, file));
-      this.beforeChanged.fire(before);
-      await vscode.commands.executeCommand('vscode.diff', before, after, `${file.path} (Fettle task ${task.taskId})`);
-    } catch (error) {
-      void vscode.window.showWarningMessage(`Fettle: cannot show the diff: ${errorMessage(error)}`);
-    }
+    await this.diffView.show(this.lastTask);
   }
-}
-
-/** A server question as a modal dialog; Cancel (or Escape) answers null. */
-async function askModal(params: ShowMessageRequestParams): Promise<MessageActionItem | null> {
-  const titles = (params.actions ?? []).map((action) => action.title);
-  const show =
-    params.type === MessageType.Error
-      ? vscode.window.showErrorMessage
-      : params.type === MessageType.Warning
-        ? vscode.window.showWarningMessage
-        : vscode.window.showInformationMessage;
-  const pick = await show(params.message, { modal: true }, ...titles);
-  return params.actions?.find((action) => action.title === pick) ?? null;
-}
-
-interface TaskEvent {
-  taskId: string;
-  kind: string;
-  text: string;
-}
-
-async function pickFile<T extends { path: string }>(files: T[]): Promise<T | undefined> {
-  const pick = await vscode.window.showQuickPick(files.map((f) => ({ label: f.path, file: f })));
-  return pick?.file;
-}
-
-function instructionOf(args: unknown[] | undefined): string | undefined {
-  const first = args?.[0] as { instruction?: unknown } | undefined;
-  return typeof first?.instruction === 'string' ? first.instruction : undefined;
-}
-
-function toRange(selection: vscode.Selection): Range {
-  return {
-    start: { line: selection.start.line, character: selection.start.character },
-    end: { line: selection.end.line, character: selection.end.character },
-  };
-}
-
-function isCancelled(error: unknown): boolean {
-  return (error as { code?: number })?.code === -32800;
-}
-
-function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 let fettle: Fettle | undefined;
