@@ -7,7 +7,7 @@ use tree_sitter::{InputEdit, Node, Tree};
 
 use super::hunks::Hunk;
 use crate::position::{ts_point, ts_point_advance};
-use crate::syntax::{parse_rope, syntax_errors, Language};
+use crate::syntax::{empty_block_count, parse_rope, syntax_errors, Language};
 
 /// The document with the hunks applied, parsed (incrementally from the
 /// old tree when there is one).
@@ -57,7 +57,8 @@ pub fn replace(
     }
 }
 
-/// ERROR and MISSING nodes in `tree`.
+/// ERROR and MISSING nodes in `tree`, and Python's blocks without a
+/// statement (an indentation lost: tree-sitter has no ERROR for it).
 pub fn error_count(tree: &Tree) -> usize {
     fn walk(node: Node<'_>, count: &mut usize) {
         if node.is_error() || node.is_missing() {
@@ -74,7 +75,7 @@ pub fn error_count(tree: &Tree) -> usize {
     }
     let mut count = 0;
     walk(tree.root_node(), &mut count);
-    count
+    count + empty_block_count(tree)
 }
 
 /// The syntax errors of `replaced`, those inside `region` (bytes of the
@@ -100,4 +101,21 @@ pub fn describe_errors(replaced: &Replaced, region: Range<usize>) -> Vec<String>
         }
     }
     lines
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // in tests a panic is the failure report
+mod tests {
+    use super::*;
+    use crate::syntax::parse_str;
+
+    /// A rewrite that loses a body's indentation is refused like any other
+    /// that breaks the parse (tree-sitter-python has no ERROR for it).
+    #[test]
+    fn a_lost_indentation_counts_as_an_error() {
+        let count = |code: &str| error_count(&parse_str(Language::Python, code, None).unwrap());
+        assert_eq!(count("def f(x):\n    return x\n"), 0);
+        assert_eq!(count("def f(x):\nreturn x\n"), 1);
+        assert_eq!(count("def f(x:\n    return x\n"), 1);
+    }
 }

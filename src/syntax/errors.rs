@@ -16,8 +16,11 @@ use tree_sitter::{Node, Tree};
 
 use super::SyntaxError;
 
+mod blocks;
 mod brackets;
 mod repair;
+
+pub use blocks::empty_block_count;
 
 /// Longest snippet quoted in an `unexpected "…"` message, in chars.
 const MAX_SNIPPET_CHARS: usize = 24;
@@ -31,13 +34,24 @@ const MAX_SNIPPET_CHARS: usize = 24;
 /// nobody. `expected …` errors are zero-width, at the place the token is
 /// missing.
 pub fn syntax_errors(tree: &Tree, text: &str, max: usize) -> Vec<SyntaxError> {
-    if max == 0 || !tree.root_node().has_error() {
+    if max == 0 {
         return Vec::new();
     }
-    match repair::Repairer::new(tree, text) {
-        Some(repairer) => repairer.run(max),
-        None => plain_errors(tree, text, max),
+    let mut errors = if tree.root_node().has_error() {
+        match repair::Repairer::new(tree, text) {
+            Some(repairer) => repairer.run(max),
+            None => plain_errors(tree, text, max),
+        }
+    } else {
+        Vec::new()
+    };
+    let empty = blocks::empty_blocks(tree, text, max);
+    if !empty.is_empty() {
+        errors.extend(empty);
+        errors.sort_by_key(|error| error.range.start);
+        errors.truncate(max);
     }
+    errors
 }
 
 /// The errors as the tree shows them, without trying repairs (for files too

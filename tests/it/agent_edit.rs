@@ -403,6 +403,13 @@ fn lint_guard_per_language() {
             "fn f() -> i32 {\n    1\n",
         ),
         ("x.js", "const a = [1, 2];\n", "const a = [1, 2;\n"),
+        // A body that lost its indentation: tree-sitter-python has no
+        // ERROR for it (an empty block), Python an IndentationError.
+        (
+            "y.py",
+            "def f(xs):\n    for x in xs:\n        yield x\n",
+            "def f(xs):\n    for x in xs:\n    yield x\n",
+        ),
     ];
     for (path, old, new) in cases {
         assert_eq!(lint_guard(Path::new(path), old, old), Ok(()), "{path}");

@@ -83,6 +83,73 @@ fn clean_code_has_no_errors() {
     }
 }
 
+/// A body that lost its indentation parses in tree-sitter-python as an
+/// empty block, with no ERROR; Python stops with "expected an indented
+/// block" there, and so must the guards.
+#[test]
+fn python_block_without_a_statement_is_an_error() {
+    let text = "def f(x):\nreturn x\n";
+    assert_eq!(
+        show(&errors(Language::Python, text)),
+        ["10..10 expected an indented block after function definition on line 1"]
+    );
+    let text = "if ready:\n    # later\n\nelse:\n    go()\n";
+    let at = text.find("else").unwrap();
+    assert_eq!(
+        show(&errors(Language::Python, text)),
+        [format!(
+            "{at}..{at} expected an indented block after 'if' statement on line 1"
+        )]
+    );
+}
+
+/// Valid Python with blocks that are easy to take for empty: one-liners,
+/// `pass` and `...`, comments before and inside, a header over several
+/// lines, decorators, `match`, a body after a comment at the end of the
+/// header line.
+#[test]
+fn python_blocks_that_hold_a_statement_are_not_errors() {
+    let text = "\
+import os
+class A: pass
+class B:
+    ...
+@decorator
+def f(
+    a,
+    b,
+):  # the header's comment
+    # a comment first
+    return a + b
+def g(x):
+    if x: return 1
+    for i in x:
+        # only a comment, then
+        pass
+    else:
+        pass
+    try:
+        os.remove(x)
+    except OSError:  # ignore
+        pass
+    finally:
+        pass
+    while False:
+        pass
+    with open(x) as fh:
+        return fh.read()
+    match x:
+        case 1:
+            return 2
+        case _:
+            pass
+";
+    assert_eq!(show(&errors(Language::Python, text)), Vec::<String>::new());
+    // Braces are not blocks that need a statement.
+    assert_eq!(errors(Language::Rust, "fn f() {}\n"), []);
+    assert_eq!(errors(Language::JavaScript, "if (x) {}\n"), []);
+}
+
 #[test]
 fn unexpected_snippet_is_one_line_and_truncated() {
     let text =
