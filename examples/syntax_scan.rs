@@ -1,6 +1,6 @@
-//! The syntax errors Fettle reports on a tree of source files: a false
-//! alarm on code that compiles is a diagnostic the user cannot fix and an
-//! edit the guards refuse. Prints, for every file with an error, its path,
+//! The syntax errors Fettle's edit guards find in a tree of source files
+//! (`syntax::edit_errors`): a false alarm on code that compiles is an edit
+//! refused, and a diagnostic the user cannot fix. Prints, for every file with an error, its path,
 //! how many and the first, then a summary per language.
 //!
 //! `cargo run --release --example syntax_scan -- DIR [DIR …]`
@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use fettle::syntax::{parse_str, syntax_errors, Language};
+use fettle::syntax::{edit_errors, parse_str, Language};
 
 fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let Some(tree) = parse_str(language, &text, None) else {
             continue;
         };
-        let errors = syntax_errors(&tree, &text, 100);
+        let errors = edit_errors(&tree, &text, 100);
         let total = totals.entry(language.name()).or_default();
         total.0 += 1;
         if let Some(first) = errors.first() {

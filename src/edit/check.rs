@@ -7,7 +7,7 @@ use tree_sitter::{InputEdit, Node, Tree};
 
 use super::hunks::Hunk;
 use crate::position::{ts_point, ts_point_advance};
-use crate::syntax::{empty_block_count, parse_rope, syntax_errors, Language};
+use crate::syntax::{edit_errors, empty_block_count, parse_rope, Language};
 
 /// The document with the hunks applied, parsed (incrementally from the
 /// old tree when there is one).
@@ -85,7 +85,7 @@ pub fn describe_errors(replaced: &Replaced, region: Range<usize>) -> Vec<String>
         return Vec::new();
     };
     let text = replaced.rope.to_string();
-    let errors = syntax_errors(tree, &text, 20);
+    let errors = edit_errors(tree, &text, 20);
     let (inside, outside): (Vec<_>, Vec<_>) = errors
         .iter()
         .partition(|e| e.range.start >= region.start && e.range.start <= region.end);

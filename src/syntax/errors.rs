@@ -34,17 +34,23 @@ const MAX_SNIPPET_CHARS: usize = 24;
 /// nobody. `expected …` errors are zero-width, at the place the token is
 /// missing.
 pub fn syntax_errors(tree: &Tree, text: &str, max: usize) -> Vec<SyntaxError> {
-    if max == 0 {
+    if max == 0 || !tree.root_node().has_error() {
         return Vec::new();
     }
-    let mut errors = if tree.root_node().has_error() {
-        match repair::Repairer::new(tree, text) {
-            Some(repairer) => repairer.run(max),
-            None => plain_errors(tree, text, max),
-        }
-    } else {
-        Vec::new()
-    };
+    match repair::Repairer::new(tree, text) {
+        Some(repairer) => repairer.run(max),
+        None => plain_errors(tree, text, max),
+    }
+}
+
+/// What an edit must not add: [`syntax_errors`] and Python's blocks without
+/// a statement (a body that lost its indentation), in document order, at
+/// most `max`. Not the editor's diagnostics: a body not written yet is an
+/// empty block at every `def f():` + Enter, and its error would come and go
+/// in the completion prompt as the user types (costing the embedded
+/// model's prompt cache) and underline what the user is about to write.
+pub fn edit_errors(tree: &Tree, text: &str, max: usize) -> Vec<SyntaxError> {
+    let mut errors = syntax_errors(tree, text, max);
     let empty = blocks::empty_blocks(tree, text, max);
     if !empty.is_empty() {
         errors.extend(empty);

@@ -11,7 +11,7 @@ mod parse;
 mod symbols;
 mod tags;
 
-pub use errors::{empty_block_count, syntax_errors};
+pub use errors::{edit_errors, empty_block_count, syntax_errors};
 pub use outline::{line_outline, line_outline_str};
 pub use parse::{max_parse_bytes, parse_rope, parse_str, too_big_to_parse, MAX_PARSE_BYTES};
 pub use symbols::symbol_tree;

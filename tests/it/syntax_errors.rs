@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use std::path::{Path, PathBuf};
 
-use fettle::syntax::{parse_rope, parse_str, syntax_errors, Language, SyntaxError};
+use fettle::syntax::{edit_errors, parse_rope, parse_str, syntax_errors, Language, SyntaxError};
 use ropey::Rope;
 use tree_sitter::{InputEdit, Point};
 
@@ -85,22 +85,66 @@ fn clean_code_has_no_errors() {
 
 /// A body that lost its indentation parses in tree-sitter-python as an
 /// empty block, with no ERROR; Python stops with "expected an indented
-/// block" there, and so must the guards.
+/// block" there, and so must the edit guards. The editor's diagnostics do
+/// not say it: `def f():` + Enter is an empty block until the body is typed.
 #[test]
-fn python_block_without_a_statement_is_an_error() {
+fn python_block_without_a_statement_is_an_edit_error() {
+    let edit = |text: &str| {
+        let tree = parse_str(Language::Python, text, None).expect("parse");
+        show(&edit_errors(&tree, text, 100))
+    };
     let text = "def f(x):\nreturn x\n";
     assert_eq!(
-        show(&errors(Language::Python, text)),
+        edit(text),
         ["10..10 expected an indented block after function definition on line 1"]
     );
+    assert_eq!(errors(Language::Python, text), []);
     let text = "if ready:\n    # later\n\nelse:\n    go()\n";
     let at = text.find("else").unwrap();
     assert_eq!(
-        show(&errors(Language::Python, text)),
+        edit(text),
         [format!(
             "{at}..{at} expected an indented block after 'if' statement on line 1"
         )]
     );
+    // Each where CPython puts it: the line that should have been indented.
+    for (name, line, expected) in [
+        (
+            "python_missing_indent.py",
+            4,
+            "after 'for' statement on line 3",
+        ),
+        (
+            "python_missing_indent_comment_only.py",
+            8,
+            "after function definition on line 5",
+        ),
+    ] {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/python_indentation")
+                .join(name),
+        )
+        .unwrap();
+        let found = edit(&text);
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        let tree = parse_str(Language::Python, &text, None).unwrap();
+        let error = &edit_errors(&tree, &text, 100)[0];
+        assert_eq!(
+            text[..error.range.start].matches('\n').count() + 1,
+            line,
+            "{name}"
+        );
+        assert!(
+            error.message.ends_with(expected),
+            "{name}: {}",
+            error.message
+        );
+        // A line's first character, after its indentation.
+        assert!(text[..error.range.start].ends_with("\n    "), "{name}");
+    }
+    // Inside an ERROR's header, the ERROR is the error.
+    assert_eq!(edit("def f(x):\n    return g(x, 1\n\ny = 2\n").len(), 1);
 }
 
 /// Valid Python with blocks that are easy to take for empty: one-liners,
@@ -144,10 +188,16 @@ def g(x):
         case _:
             pass
 ";
-    assert_eq!(show(&errors(Language::Python, text)), Vec::<String>::new());
+    let tree = parse_str(Language::Python, text, None).expect("parse");
+    assert_eq!(show(&edit_errors(&tree, text, 100)), Vec::<String>::new());
     // Braces are not blocks that need a statement.
-    assert_eq!(errors(Language::Rust, "fn f() {}\n"), []);
-    assert_eq!(errors(Language::JavaScript, "if (x) {}\n"), []);
+    for (lang, text) in [
+        (Language::Rust, "fn f() {}\n"),
+        (Language::JavaScript, "if (x) {}\n"),
+    ] {
+        let tree = parse_str(lang, text, None).expect("parse");
+        assert_eq!(edit_errors(&tree, text, 100), [], "{lang:?}");
+    }
 }
 
 #[test]

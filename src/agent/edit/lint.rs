@@ -3,7 +3,7 @@ use std::fmt;
 use std::path::Path;
 
 use super::{lines_phrase, numbered};
-use crate::syntax::{parse_str, syntax_errors, Language};
+use crate::syntax::{edit_errors, parse_str, Language};
 
 /// Errors counted per version: past this, "more" is all that matters.
 const MAX_ERRORS: usize = 200;
@@ -81,7 +81,7 @@ pub fn lint_guard(path: &Path, old: &str, new: &str) -> Result<(), LintRejection
         return Ok(());
     };
     let count =
-        |text: &str| parse_str(lang, text, None).map(|tree| syntax_errors(&tree, text, MAX_ERRORS));
+        |text: &str| parse_str(lang, text, None).map(|tree| edit_errors(&tree, text, MAX_ERRORS));
     let (Some(old_errors), Some(new_errors)) = (count(old), count(new)) else {
         return Ok(());
     };

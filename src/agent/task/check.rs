@@ -10,7 +10,7 @@ use crate::agent::exec::{self, CommandOutcome, CommandSpec, Limits};
 use crate::agent::output;
 use crate::agent::verify::{parse_test_output, TestReport};
 use crate::agent::CheckGoal;
-use crate::syntax::{parse_str, syntax_errors, Language};
+use crate::syntax::{edit_errors, parse_str, Language};
 
 /// Most checker diagnostics the model sees after an attempt.
 const MAX_CHECKER_LINES: usize = 30;
@@ -470,7 +470,7 @@ pub fn syntax_problems(
             .unwrap_or(path)
             .display()
             .to_string();
-        for err in syntax_errors(&tree, &text, 5) {
+        for err in edit_errors(&tree, &text, 5) {
             let end = err.range.start.min(text.len());
             let line = text.as_bytes()[..end]
                 .iter()
