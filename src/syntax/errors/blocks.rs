@@ -7,14 +7,20 @@
 use tree_sitter::{Node, Tree};
 
 use super::SyntaxError;
+use crate::position::LineIndex;
 use crate::syntax::Language;
 
 /// Python's empty blocks in `tree` as errors, in document order, at most
 /// `max`.
 pub fn empty_blocks(tree: &Tree, text: &str, max: usize) -> Vec<SyntaxError> {
-    empty_block_nodes(tree, max)
+    let blocks = empty_block_nodes(tree, max);
+    if blocks.is_empty() {
+        return Vec::new();
+    }
+    let lines = LineIndex::new(text);
+    blocks
         .into_iter()
-        .map(|block| describe(block, text))
+        .map(|block| describe(block, &lines))
         .collect()
 }
 
@@ -73,27 +79,27 @@ fn is_empty(block: Node) -> bool {
     empty
 }
 
-/// The error sits where the body should start: the first line with content
+/// The error sits where the body should start: the first line with code
 /// after the header's `:` (or the `:` itself, at the end of the file), as
 /// Python reports it.
-fn describe(block: Node, text: &str) -> SyntaxError {
+fn describe(block: Node, lines: &LineIndex) -> SyntaxError {
+    let text = lines.text();
     let header = block.parent().unwrap_or(block);
-    let header_line = header.start_position().row + 1;
+    let header_line = lines.point(header.start_byte()).line as usize + 1;
     let colon_end = block
         .prev_sibling()
         .map_or(block.start_byte(), |colon| colon.end_byte())
         .min(text.len());
-    let mut at = colon_end;
-    let mut offset = colon_end;
-    for line in text[colon_end..].split_inclusive('\n').skip(1) {
-        offset += text[offset..].find('\n').map_or(0, |i| i + 1);
-        let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
-        let content = line.trim();
-        if !content.is_empty() && !content.starts_with('#') {
-            at = offset + indent;
-            break;
-        }
-    }
+    let first_after = lines.point(colon_end).line as usize + 1;
+    let at = (first_after..lines.line_count())
+        .map(|line| (lines.line_start(line), lines.line_start(line + 1)))
+        .find_map(|(start, end)| {
+            let line = &text[start..end];
+            let code = line.trim_start_matches([' ', '\t']);
+            let blank = code.trim().is_empty() || code.starts_with('#');
+            (!blank).then(|| start + line.len() - code.len())
+        })
+        .unwrap_or(colon_end);
     // CPython's words.
     let what = match header.kind() {
         "function_definition" => "function definition".to_owned(),
