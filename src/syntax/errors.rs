@@ -141,6 +141,12 @@ fn describe(node: Node, text: &str) -> SyntaxError {
     if let Some(error) = unterminated_string(node, text) {
         return error;
     }
+    // An ERROR that wraps whole statements (tree-sitter gave up on a file
+    // and wrapped all of it) begins with good code: the fault is in the
+    // first of its statements that holds an error.
+    if let Some(inner) = first_nested_error(node) {
+        return describe(inner, text);
+    }
     let range = node.byte_range();
     let full = text.get(range.clone()).unwrap_or("");
     // An ERROR can start with the line break after the last good token:
@@ -158,6 +164,17 @@ fn describe(node: Node, text: &str) -> SyntaxError {
         range: start..start + first_line.len(),
         message,
     }
+}
+
+/// The first ERROR or MISSING inside `error`'s children that are not
+/// errors themselves (statements, definitions), outermost, in order.
+fn first_nested_error(error: Node) -> Option<Node> {
+    let mut cursor = error.walk();
+    let children: Vec<Node> = error.children(&mut cursor).collect();
+    children
+        .into_iter()
+        .filter(|child| !child.is_error() && !child.is_missing() && child.has_error())
+        .find_map(|child| first_error_from(child, child.start_byte()))
 }
 
 fn missing(node: Node, text: &str) -> SyntaxError {

@@ -200,6 +200,36 @@ def g(x):
     }
 }
 
+/// Where tree-sitter gives up on a whole file (CPython's `test_compile.py`
+/// dedents inside parentheses, which Python allows and the grammar's
+/// scanner does not) it wraps all of it in one ERROR. Past the repair
+/// limit that was reported at line 1 (`unexpected "import os"`); the fault
+/// is in the first statement inside that holds an error.
+#[test]
+fn a_file_wrapped_in_one_error_is_reported_at_the_fault() {
+    let mut text = String::from(
+        "import os\nimport sys\n\n\nclass A:\n    def f(self):\n        (bar.\n    baz)\n        return os.sep\n\n",
+    );
+    let mut n = 0;
+    // Past the 64 KiB the repairs are tried on: the tree's own messages.
+    while text.len() < 80 * 1024 {
+        text.push_str(&format!("def f{n}(x):\n    return x + {n}\n\n\n"));
+        n += 1;
+    }
+    let tree = parse_str(Language::Python, &text, None).expect("parse");
+    let root = tree.root_node();
+    assert!(
+        root.child(0)
+            .is_some_and(|c| c.is_error() && c.end_byte() > text.len() / 2),
+        "the grammar no longer wraps this file in one ERROR: {}",
+        root.child(0).map(|c| c.kind()).unwrap_or_default()
+    );
+    let errs = syntax_errors(&tree, &text, 100);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    let line = text[..errs[0].range.start].matches('\n').count() + 1;
+    assert_eq!((line, errs[0].message.as_str()), (7, "unclosed \"(\""));
+}
+
 #[test]
 fn unexpected_snippet_is_one_line_and_truncated() {
     let text =
