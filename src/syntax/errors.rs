@@ -129,6 +129,12 @@ fn count_errors(root: Node, cap: usize) -> usize {
 
 /// The message for an error no repair explained.
 fn describe(node: Node, text: &str) -> SyntaxError {
+    describe_in(node, text, false)
+}
+
+/// `wrapped`: `node` is inside an ERROR that wraps whole statements, whose
+/// fault is searched for inward.
+fn describe_in(node: Node, text: &str, wrapped: bool) -> SyntaxError {
     if node.is_missing() {
         return missing(node, text);
     }
@@ -144,8 +150,10 @@ fn describe(node: Node, text: &str) -> SyntaxError {
     // An ERROR that wraps whole statements (tree-sitter gave up on a file
     // and wrapped all of it) begins with good code: the fault is in the
     // first of its statements that holds an error.
-    if let Some(inner) = first_nested_error(node) {
-        return describe(inner, text);
+    if wrapped || begins_with_good_code(node) {
+        if let Some(inner) = first_nested_error(node) {
+            return describe_in(inner, text, true);
+        }
     }
     let range = node.byte_range();
     let full = text.get(range.clone()).unwrap_or("");
@@ -166,8 +174,16 @@ fn describe(node: Node, text: &str) -> SyntaxError {
     }
 }
 
+/// Whether `error` begins with a whole, good node (a statement), not a
+/// stray token.
+fn begins_with_good_code(error: Node) -> bool {
+    error
+        .child(0)
+        .is_some_and(|first| first.is_named() && !first.has_error())
+}
+
 /// The first ERROR or MISSING inside `error`'s children that are not
-/// errors themselves (statements, definitions), outermost, in order.
+/// errors themselves, outermost, in order.
 fn first_nested_error(error: Node) -> Option<Node> {
     let mut cursor = error.walk();
     let children: Vec<Node> = error.children(&mut cursor).collect();
